@@ -1,0 +1,496 @@
+/*
+ * gpukit.h — the GPUkit runtime C ABI.
+ *
+ * C99, no C++ types. Every fallible call returns a gk_status (GK_OK == 0) and, on
+ * failure, leaves a message for the calling thread that gk_last_error() returns.
+ *
+ * Versioning: GK_ABI_VERSION_MAJOR changes only when an existing declaration changes
+ * meaning or layout; GK_ABI_VERSION_MINOR grows when declarations are appended.
+ * gk_runtime_create() refuses a caller built against another major version.
+ *
+ * Argument and option structs open with `size_t struct_size` (set it to sizeof) and
+ * only ever grow at the end; the library reads no field past the caller's struct_size.
+ *
+ * Threading: unless a call says otherwise, calls on one runtime may be made from any
+ * thread concurrently. Handles are not reference-counted unless the call says so.
+ *
+ * See docs/abi.md for the full ownership, threading and versioning rules.
+ */
+#ifndef GPUKIT_GPUKIT_H_
+#define GPUKIT_GPUKIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define GK_API __declspec(dllimport)
+#elif defined(GK_BUILDING_LIBRARY)
+#define GK_API __attribute__((visibility("default")))
+#else
+#define GK_API
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------- */
+
+#define GK_ABI_VERSION_MAJOR 1
+#define GK_ABI_VERSION_MINOR 0
+/* major in the high 16 bits, minor in the low 16 bits. */
+#define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
+#define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
+#define GK_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
+#define GK_VERSION_MINOR(v) ((uint32_t)(v) & 0xffffu)
+
+/* Size of a struct up to and including `last`: the size a caller of the version that
+ * ended with `last` passes as struct_size. */
+#define GK_STRUCT_SIZE(type, last) (offsetof(type, last) + sizeof(((type*)0)->last))
+
+/* The runtime ABI version the library implements (GK_MAKE_VERSION form). Any thread. */
+GK_API uint32_t gk_abi_version(void);
+
+/* The library's release version, e.g. "0.1.0". Static storage; any thread. */
+GK_API const char* gk_library_version(void);
+
+/* ---------------------------------------------------------------------------------
+ * Status and errors. Codes follow the abseil canonical set; values never change.
+ * ------------------------------------------------------------------------------- */
+
+typedef int32_t gk_status;
+enum {
+  GK_OK = 0,
+  GK_CANCELLED = 1,
+  GK_UNKNOWN = 2,
+  GK_INVALID_ARGUMENT = 3,
+  GK_DEADLINE_EXCEEDED = 4,
+  GK_NOT_FOUND = 5,
+  GK_ALREADY_EXISTS = 6,
+  GK_PERMISSION_DENIED = 7,
+  GK_RESOURCE_EXHAUSTED = 8,
+  GK_FAILED_PRECONDITION = 9,
+  GK_ABORTED = 10,
+  GK_OUT_OF_RANGE = 11,
+  GK_UNIMPLEMENTED = 12,
+  GK_INTERNAL = 13,
+  GK_UNAVAILABLE = 14,
+  GK_DATA_LOSS = 15,
+  GK_UNAUTHENTICATED = 16
+};
+
+/* The message of the last failed call made by this thread ("" if none). Names the
+ * object, the value and the limit involved. Valid until the next gk_ call on this
+ * thread; copy it to keep it. */
+GK_API const char* gk_last_error(void);
+
+/* "OK", "INVALID_ARGUMENT", …; "UNKNOWN_STATUS" for a value outside the set. Static
+ * storage; any thread. */
+GK_API const char* gk_status_name(gk_status status);
+
+/* Frees a string the library returned through a `char**` out-parameter. NULL is a
+ * no-op. Any thread. */
+GK_API void gk_string_free(char* str);
+
+/* ---------------------------------------------------------------------------------
+ * Logging
+ * ------------------------------------------------------------------------------- */
+
+enum {
+  GK_LOG_DEBUG = 0,
+  GK_LOG_INFO = 1,
+  GK_LOG_WARNING = 2,
+  GK_LOG_ERROR = 3,
+  GK_LOG_OFF = 4
+};
+
+/* Receives log lines. `message` is valid only during the call. May be called from any
+ * thread that calls into the runtime, and from the runtime's own threads. */
+typedef void (*gk_log_fn)(void* user_data, int32_t level, const char* message);
+
+/* ---------------------------------------------------------------------------------
+ * Runtime
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_runtime gk_runtime;
+
+/* Runtime flags (bit set). */
+enum {
+  /* Ignore GPUKIT_DEVICE, GPUKIT_PLUGIN_PATH, GPUKIT_PLUGINS_DISABLE and
+   * GPUKIT_LOG_LEVEL. (They are always ignored in setuid/setgid processes.) */
+  GK_RUNTIME_IGNORE_ENVIRONMENT = 1u << 0,
+  /* Do not search the manifests folder installed beside libgpukit. */
+  GK_RUNTIME_NO_DEFAULT_PLUGINS = 1u << 1
+};
+
+typedef struct gk_runtime_options {
+  size_t struct_size;      /* sizeof(gk_runtime_options) */
+  uint32_t abi_version;    /* GK_ABI_VERSION of the caller's header */
+  uint32_t flags;          /* GK_RUNTIME_* */
+  /* "cpu" for the cpu device alone, "cuda" or "all" (default when NULL). Overridden
+   * by GPUKIT_DEVICE unless GK_RUNTIME_IGNORE_ENVIRONMENT. */
+  const char* devices;
+  /* Extra colon-separated folders of plugin manifests, searched after the default
+   * folder and GPUKIT_PLUGIN_PATH. May be NULL. Copied; need not outlive the call. */
+  const char* plugin_path;
+  /* Glob of plugin names to skip (e.g. "matmul_*"), added to GPUKIT_PLUGINS_DISABLE.
+   * May be NULL. Copied. */
+  const char* plugins_disable;
+  gk_log_fn log_fn;        /* NULL: log lines go to stderr */
+  void* log_user_data;
+  int32_t log_level;       /* lowest level logged; GPUKIT_LOG_LEVEL overrides */
+} gk_runtime_options;
+
+#define GK_RUNTIME_OPTIONS_SIZE GK_STRUCT_SIZE(gk_runtime_options, log_level)
+
+/* Options with every field at its default, for the caller's header version. */
+#define GK_RUNTIME_OPTIONS_INIT \
+  { sizeof(gk_runtime_options), GK_ABI_VERSION, 0u, NULL, NULL, NULL, NULL, NULL, GK_LOG_INFO }
+
+/* Creates a runtime: discovers devices, reads manifests and loads plugins. A broken
+ * plugin is skipped with its reason (see gk_plugin_get), never fails the call.
+ * `options` may be NULL for defaults. Fails with FAILED_PRECONDITION when
+ * options->abi_version has another major version than the library. On success the
+ * caller owns *out and frees it with gk_runtime_destroy. Any thread. Several
+ * runtimes may live in one process; they share the devices' primary contexts. */
+GK_API gk_status gk_runtime_create(const gk_runtime_options* options, gk_runtime** out);
+
+/* Waits for the runtime's streams, then frees every object the runtime still owns
+ * (streams, events, buffers, tensors) and unloads its plugins. Pointers obtained from
+ * it become invalid. NULL is a no-op. No other call on `runtime` may be in flight. */
+GK_API void gk_runtime_destroy(gk_runtime* runtime);
+
+/* ---------------------------------------------------------------------------------
+ * Devices. Device ids are 0 .. count-1. Id 0 is always the host CPU; CUDA devices
+ * follow in CUDA ordinal order.
+ * ------------------------------------------------------------------------------- */
+
+typedef enum gk_device_kind {
+  GK_DEVICE_KIND_CPU = 1,
+  GK_DEVICE_KIND_CUDA = 2
+} gk_device_kind;
+
+typedef struct gk_device_props {
+  size_t struct_size;       /* sizeof(gk_device_props), set by the caller */
+  int32_t kind;             /* gk_device_kind */
+  int32_t ordinal;          /* CUDA ordinal; 0 for the cpu device */
+  char name[128];           /* "NVIDIA H100 80GB HBM3", or the CPU model */
+  int32_t sm_version;       /* major*10+minor, e.g. 90; 0 for the cpu device */
+  int32_t sm_count;         /* multiprocessors; logical cores for the cpu device */
+  uint64_t total_memory;    /* bytes */
+  uint64_t free_memory;     /* bytes, read at the call */
+  int32_t driver_version;   /* CUDA driver, e.g. 13000; 0 when absent */
+  int32_t nvrtc_version;    /* NVRTC found at run time, e.g. 13000; 0 when absent */
+  int32_t plugins_eligible; /* 1 when CUDA plugins may serve it (SM >= 80) */
+  char note[256];           /* why not eligible, or "" */
+} gk_device_props;
+
+#define GK_DEVICE_PROPS_SIZE GK_STRUCT_SIZE(gk_device_props, note)
+
+/* Number of devices, the cpu device included (so always >= 1). Any thread. */
+GK_API gk_status gk_device_count(const gk_runtime* runtime, int32_t* out);
+
+/* Fills *props (the caller sets props->struct_size) for device `device`. OUT_OF_RANGE
+ * for an unknown id. Any thread. */
+GK_API gk_status gk_device_get_props(const gk_runtime* runtime, int32_t device,
+                                     gk_device_props* props);
+
+/* The device GPUkit would pick for work with no preference: the first CUDA device
+ * eligible for plugins, else the cpu device (0). Any thread. */
+GK_API int32_t gk_device_default(const gk_runtime* runtime);
+
+/* ---------------------------------------------------------------------------------
+ * Streams and events. A stream orders work on one device. On the cpu device work runs
+ * synchronously in the calling thread, so its streams and events are always complete.
+ * A NULL gk_stream* means the runtime's default stream of the device involved.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_stream gk_stream;
+typedef struct gk_event gk_event;
+
+/* Creates a stream on `device`. `priority` is a CUDA stream priority (lower number =
+ * higher priority, clamped to the device's range; 0 is the default). The caller owns
+ * *out (gk_stream_destroy). Any thread. */
+GK_API gk_status gk_stream_create(gk_runtime* runtime, int32_t device, int32_t priority,
+                                  gk_stream** out);
+
+/* Wraps a stream created elsewhere (a CUstream / cudaStream_t from PyTorch, CuPy,
+ * JAX …) on CUDA device `device` without taking ownership: gk_stream_destroy frees the
+ * wrapper only. The native stream must outlive the wrapper. */
+GK_API gk_status gk_stream_wrap(gk_runtime* runtime, int32_t device, void* native_stream,
+                                gk_stream** out);
+
+/* Waits for the stream's work, then frees it. NULL is a no-op. */
+GK_API gk_status gk_stream_destroy(gk_stream* stream);
+
+/* Blocks the calling thread until all work queued on the stream is complete. */
+GK_API gk_status gk_stream_synchronize(gk_stream* stream);
+
+/* The native handle (CUstream) of a CUDA stream, NULL for the cpu device. Valid for the
+ * stream's lifetime. */
+GK_API gk_status gk_stream_native(const gk_stream* stream, void** out);
+
+/* The device id a stream belongs to. */
+GK_API gk_status gk_stream_device(const gk_stream* stream, int32_t* out);
+
+/* Creates an event on `device`; the caller owns *out (gk_event_destroy). */
+GK_API gk_status gk_event_create(gk_runtime* runtime, int32_t device, gk_event** out);
+
+/* Frees an event. NULL is a no-op. */
+GK_API void gk_event_destroy(gk_event* event);
+
+/* Captures the work queued on `stream` so far. Stream and event share a device. */
+GK_API gk_status gk_event_record(gk_event* event, gk_stream* stream);
+
+/* Makes later work on `stream` wait for `event`, without blocking the host. */
+GK_API gk_status gk_stream_wait_event(gk_stream* stream, gk_event* event);
+
+/* Blocks until the event's captured work is complete. */
+GK_API gk_status gk_event_synchronize(gk_event* event);
+
+/* GK_OK when complete, GK_UNAVAILABLE while pending (no message is set for that). */
+GK_API gk_status gk_event_query(gk_event* event);
+
+/* Milliseconds between two recorded, completed events of one CUDA device. */
+GK_API gk_status gk_event_elapsed_ms(gk_event* start, gk_event* end, float* out_ms);
+
+/* ---------------------------------------------------------------------------------
+ * Buffers: device memory owned by GPUkit. Allocation and free are stream-ordered.
+ * A gk_buffer* is a checked handle: using it after gk_buffer_free returns
+ * INVALID_ARGUMENT naming the stale handle instead of touching freed memory.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_buffer gk_buffer;
+
+typedef struct gk_alloc_args {
+  size_t struct_size;   /* sizeof(gk_alloc_args) */
+  int32_t device;
+  uint64_t size;        /* bytes; 0 is allowed and yields a valid, empty buffer */
+  gk_stream* stream;    /* the allocation is usable in this stream's order; NULL default */
+  uint32_t flags;       /* reserved, 0 */
+} gk_alloc_args;
+
+#define GK_ALLOC_ARGS_SIZE GK_STRUCT_SIZE(gk_alloc_args, flags)
+
+/* Allocates at least args->size bytes, 256-byte aligned. RESOURCE_EXHAUSTED names the
+ * request, the device's total and free memory. The caller owns *out (gk_buffer_free).
+ * Any thread. */
+GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
+                                 gk_buffer** out);
+
+/* Releases the caller's reference in `stream`'s order (NULL: the buffer's allocation
+ * stream). Memory is returned once tensors viewing the buffer are released too. A
+ * second free of the same handle fails with INVALID_ARGUMENT. */
+GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream);
+
+/* Size in bytes and device id of a live buffer. */
+GK_API gk_status gk_buffer_size(const gk_buffer* buffer, uint64_t* out);
+GK_API gk_status gk_buffer_device(const gk_buffer* buffer, int32_t* out);
+
+/* The raw address of the buffer's memory (a CUdeviceptr for CUDA, a host pointer for
+ * the cpu device), valid until the matching gk_buffer_unmap. While mapped, the buffer
+ * stays at this address. Map and unmap nest. */
+GK_API gk_status gk_buffer_map(gk_buffer* buffer, void** out);
+GK_API gk_status gk_buffer_unmap(gk_buffer* buffer);
+
+/* ---------------------------------------------------------------------------------
+ * Tensors: a typed, shaped, strided view of memory on one device. Reference-counted:
+ * every create returns one reference, gk_tensor_retain adds one, gk_tensor_release
+ * drops one, and the last release frees what the tensor owns. Releasing from any
+ * thread is safe.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_tensor gk_tensor;
+
+typedef enum gk_dtype {
+  GK_DTYPE_F32 = 1,
+  GK_DTYPE_F64 = 2,
+  GK_DTYPE_F16 = 3,
+  GK_DTYPE_BF16 = 4,
+  GK_DTYPE_I8 = 5,
+  GK_DTYPE_I16 = 6,
+  GK_DTYPE_I32 = 7,
+  GK_DTYPE_I64 = 8,
+  GK_DTYPE_U8 = 9,
+  GK_DTYPE_BOOL = 10
+} gk_dtype;
+
+/* Bytes per element (0 for an unknown dtype) and the lower-case name ("bf16"). */
+GK_API size_t gk_dtype_size(int32_t dtype);
+GK_API const char* gk_dtype_name(int32_t dtype);
+
+#define GK_MAX_DIMS 8
+
+enum {
+  /* Ops refuse to write into a read-only tensor. */
+  GK_TENSOR_READ_ONLY = 1u << 0
+};
+
+typedef struct gk_tensor_desc {
+  size_t struct_size;             /* sizeof(gk_tensor_desc) */
+  int32_t dtype;                  /* gk_dtype */
+  int32_t ndim;                   /* 0 (scalar) .. GK_MAX_DIMS */
+  int64_t shape[GK_MAX_DIMS];
+  /* In elements, may be zero or negative. All-zero with has_strides == 0 means
+   * contiguous row-major. */
+  int64_t strides[GK_MAX_DIMS];
+  int32_t has_strides;
+  uint32_t flags;                 /* GK_TENSOR_* */
+} gk_tensor_desc;
+
+#define GK_TENSOR_DESC_SIZE GK_STRUCT_SIZE(gk_tensor_desc, flags)
+
+/* Allocates a contiguous tensor on `device` (strides in desc are ignored). */
+GK_API gk_status gk_tensor_create(gk_runtime* runtime, int32_t device,
+                                  const gk_tensor_desc* desc, gk_stream* stream,
+                                  gk_tensor** out);
+
+/* A view over `buffer` starting `byte_offset` bytes in. The tensor holds its own
+ * reference to the buffer, so the buffer may be freed by the caller first. Every
+ * element the view can reach must lie inside the buffer (OUT_OF_RANGE otherwise). */
+GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
+                                       const gk_tensor_desc* desc, gk_tensor** out);
+
+/* Called once when a tensor over external memory is freed. */
+typedef void (*gk_release_fn)(void* context);
+
+/* A view over memory GPUkit does not own (`data` is a host pointer for the cpu device,
+ * a CUdeviceptr for CUDA): no copy. `release` (may be NULL) is called with `context`
+ * when the last reference goes; until then `data` must stay valid. */
+GK_API gk_status gk_tensor_from_external(gk_runtime* runtime, int32_t device, void* data,
+                                         const gk_tensor_desc* desc, gk_release_fn release,
+                                         void* context, gk_tensor** out);
+
+GK_API void gk_tensor_retain(gk_tensor* tensor);
+GK_API void gk_tensor_release(gk_tensor* tensor); /* NULL is a no-op */
+
+/* Fills *out (the caller sets out->struct_size) with dtype, shape, strides (always
+ * explicit, has_strides = 1) and flags. */
+GK_API gk_status gk_tensor_get_desc(const gk_tensor* tensor, gk_tensor_desc* out);
+
+/* Device id, and the address of element [0, …, 0] (valid while the tensor lives). */
+GK_API int32_t gk_tensor_device(const gk_tensor* tensor);
+GK_API void* gk_tensor_data(const gk_tensor* tensor);
+
+/* ---------------------------------------------------------------------------------
+ * Copies. Stream-ordered on `stream` (NULL: the default stream of the device
+ * involved; for device↔device, the destination's). Host memory passed to an async
+ * copy must stay valid until the stream reaches the copy.
+ * ------------------------------------------------------------------------------- */
+
+/* Host → tensor. The tensor must be contiguous and `bytes` equal its size. */
+GK_API gk_status gk_copy_from_host(gk_tensor* dst, const void* src, uint64_t bytes,
+                                   gk_stream* stream);
+
+/* Tensor → host. The tensor must be contiguous and `bytes` equal its size. */
+GK_API gk_status gk_copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes,
+                                 gk_stream* stream);
+
+/* Tensor → tensor, on one device or across devices; same dtype and shape, both
+ * contiguous. */
+GK_API gk_status gk_copy(gk_tensor* dst, const gk_tensor* src, gk_stream* stream);
+
+/* ---------------------------------------------------------------------------------
+ * Ops. An op is named ("add", "matmul", "sum", …; docs/ops.md lists each with its
+ * inputs, outputs and attributes) and served by the highest-priority plugin whose
+ * manifest matches the device and whose supports() accepts the call.
+ * ------------------------------------------------------------------------------- */
+
+typedef enum gk_attr_type {
+  GK_ATTR_INT = 1,    /* value.i */
+  GK_ATTR_FLOAT = 2,  /* value.f */
+  GK_ATTR_STRING = 3, /* value.s */
+  GK_ATTR_INTS = 4    /* value.ints[0 .. count-1] */
+} gk_attr_type;
+
+typedef struct gk_attr {
+  const char* name;
+  int32_t type;   /* gk_attr_type */
+  int32_t count;  /* number of ints for GK_ATTR_INTS, else ignored */
+  union {
+    int64_t i;
+    double f;
+    const char* s;
+    const int64_t* ints;
+  } value;
+} gk_attr;
+
+typedef struct gk_op_args {
+  size_t struct_size;          /* sizeof(gk_op_args) */
+  gk_tensor* const* inputs;
+  int32_t num_inputs;
+  gk_tensor* const* outputs;   /* allocated by the caller; see gk_op_output_desc */
+  int32_t num_outputs;
+  const gk_attr* attrs;
+  int32_t num_attrs;
+  gk_stream* stream;           /* NULL: the default stream of the tensors' device */
+} gk_op_args;
+
+#define GK_OP_ARGS_SIZE GK_STRUCT_SIZE(gk_op_args, stream)
+
+/* Runs op `name` on the device of its tensors, queued on args->stream. Shape and dtype
+ * errors name the op, the argument, the expected and the given value; NOT_FOUND names
+ * an unknown op; UNIMPLEMENTED lists why each candidate plugin declined. The tensors
+ * must stay alive until the call returns (the runtime keeps what the queued work
+ * needs). Any thread. */
+GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_args* args);
+
+/* The descriptor output `index` of op `name` would have for these inputs and
+ * attributes (args->outputs is ignored), so callers can allocate it. */
+GK_API gk_status gk_op_output_desc(gk_runtime* runtime, const char* name,
+                                   const gk_op_args* args, int32_t index,
+                                   gk_tensor_desc* out);
+
+/* Number of ops the runtime knows, and the name of op `index` (static storage). */
+GK_API int32_t gk_op_count(const gk_runtime* runtime);
+GK_API const char* gk_op_name(const gk_runtime* runtime, int32_t index);
+
+/* ---------------------------------------------------------------------------------
+ * Plugins and dispatch explanation.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_plugin_info {
+  size_t struct_size;         /* sizeof(gk_plugin_info), set by the caller */
+  /* Strings below are owned by the runtime and valid for its lifetime. */
+  const char* name;           /* from the manifest, or the file name if unreadable */
+  const char* version;
+  const char* family;
+  const char* manifest_path;
+  const char* library_path;
+  int32_t loaded;             /* 1 loaded and serving, 0 skipped */
+  const char* reason;         /* why skipped, "" when loaded */
+  int32_t priority;
+  int32_t device_kind;        /* gk_device_kind */
+  int32_t sm_min;             /* inclusive SM range; 0 when not CUDA */
+  int32_t sm_max;
+} gk_plugin_info;
+
+#define GK_PLUGIN_INFO_SIZE GK_STRUCT_SIZE(gk_plugin_info, sm_max)
+
+/* Number of plugin candidates found (loaded and skipped). Any thread. */
+GK_API int32_t gk_plugin_count(const gk_runtime* runtime);
+
+/* Fills *out for candidate `index`, in the order they were found. */
+GK_API gk_status gk_plugin_get(const gk_runtime* runtime, int32_t index, gk_plugin_info* out);
+
+/* A JSON description of dispatch for op `name` on the given descriptors:
+ * {"op":…, "device":…, "chosen":"plugin" or null, "candidates":[{"plugin":…,
+ * "priority":…, "accepted":bool, "reason":…}, …]}. `inputs` and `outputs` are
+ * descriptors, so nothing is allocated or run. The caller frees *out_json with
+ * gk_string_free. Any thread. */
+GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t device,
+                            const gk_tensor_desc* inputs, int32_t num_inputs,
+                            const gk_tensor_desc* outputs, int32_t num_outputs,
+                            const gk_attr* attrs, int32_t num_attrs, char** out_json);
+
+/* The same as `gpukit info --json`: versions, devices and plugins. The caller frees
+ * *out_json with gk_string_free. */
+GK_API gk_status gk_runtime_info_json(gk_runtime* runtime, char** out_json);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUKIT_GPUKIT_H_ */

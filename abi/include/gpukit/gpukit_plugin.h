@@ -1,0 +1,219 @@
+/*
+ * gpukit_plugin.h — the GPUkit plugin C ABI.
+ *
+ * A plugin is a shared library that exports one C symbol, gk_plugin_entry (see
+ * GK_PLUGIN_ENTRY below). The runtime reads the plugin's YAML manifest first, opens
+ * the library only when the manifest matches a device, calls the entry with the
+ * host's services, and receives the plugin's function table.
+ *
+ * Version negotiation: the host offers the range [host->abi_min, host->abi_max]
+ * (GK_MAKE_VERSION form). The plugin answers with the version it implements in
+ * api->abi_version, which must lie in that range, or declines by returning a non-OK
+ * status after host->report_error(). A plugin built against this header implements
+ * GK_PLUGIN_ABI_VERSION.
+ *
+ * Structs open with struct_size and grow only at the end: read no field of a host
+ * struct past its struct_size, and set struct_size in every struct you hand over.
+ *
+ * Plugins never create a CUDA context: the host passes each device's primary context,
+ * and the CUDA runtime (cudart) also uses the primary context. Export nothing but the
+ * entry symbol (build with hidden visibility).
+ */
+#ifndef GPUKIT_GPUKIT_PLUGIN_H_
+#define GPUKIT_GPUKIT_PLUGIN_H_
+
+#include <string.h>
+
+#include "gpukit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GK_PLUGIN_ABI_VERSION_MAJOR 1
+#define GK_PLUGIN_ABI_VERSION_MINOR 0
+#define GK_PLUGIN_ABI_VERSION \
+  GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
+
+/* The one symbol a plugin exports. */
+#define GK_PLUGIN_ENTRY_SYMBOL "gk_plugin_entry"
+
+#if defined(_WIN32)
+#define GK_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define GK_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * What the host tells a plugin about a device.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_plugin_device {
+  size_t struct_size;
+  int32_t id;             /* runtime device id, as in gpukit.h */
+  int32_t kind;           /* gk_device_kind */
+  int32_t ordinal;        /* CUDA ordinal */
+  int32_t sm_version;     /* e.g. 90 */
+  int32_t sm_count;
+  uint64_t total_memory;
+  void* cuda_context;     /* the device's primary CUcontext; NULL for the cpu device */
+} gk_plugin_device;
+
+#define GK_PLUGIN_DEVICE_SIZE GK_STRUCT_SIZE(gk_plugin_device, cuda_context)
+
+/* ---------------------------------------------------------------------------------
+ * Services the host passes to gk_plugin_entry and init. Valid until shutdown returns.
+ * Every function may be called from any thread.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_host_services {
+  size_t struct_size;
+  uint32_t abi_min;       /* lowest plugin ABI version the host accepts */
+  uint32_t abi_max;       /* highest plugin ABI version the host accepts */
+  void* host_context;     /* pass back as the first argument of every service */
+  const char* plugin_name; /* from the manifest */
+
+  /* Logs a line under the plugin's name (GK_LOG_* levels). */
+  void (*log)(void* host_context, int32_t level, const char* message);
+
+  /* Records why the entry or init declined; the runtime shows it as the skip reason. */
+  void (*report_error)(void* host_context, const char* message);
+
+  /* Stream-ordered scratch memory from the runtime's pool, charged to the caller of
+   * the op in flight. `stream` is the native stream (CUstream) or NULL. */
+  gk_status (*alloc)(void* host_context, int32_t device, uint64_t bytes, void* stream,
+                     void** out);
+  gk_status (*free)(void* host_context, int32_t device, void* ptr, void* stream);
+
+  /* Address of a CUDA driver API function by name ("cuLaunchKernel", …) from the
+   * driver the host opened, so plugins need not link libcuda. NOT_FOUND when the
+   * driver lacks it, UNAVAILABLE when there is no driver. */
+  gk_status (*cuda_driver_symbol)(void* host_context, const char* name, void** out);
+
+  /* Device description for runtime device id `device`. */
+  gk_status (*device_info)(void* host_context, int32_t device, gk_plugin_device* out);
+} gk_host_services;
+
+#define GK_HOST_SERVICES_SIZE GK_STRUCT_SIZE(gk_host_services, device_info)
+
+/* ---------------------------------------------------------------------------------
+ * A call as the plugin sees it.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_plugin_tensor {
+  void* data;              /* element [0, …, 0]; NULL when only asking supports() */
+  int32_t dtype;           /* gk_dtype */
+  int32_t ndim;
+  const int64_t* shape;    /* ndim entries */
+  const int64_t* strides;  /* ndim entries, in elements, always explicit */
+  uint32_t flags;          /* GK_TENSOR_* */
+} gk_plugin_tensor;
+
+typedef struct gk_kernel_args {
+  size_t struct_size;
+  const char* op;                   /* op name, as in docs/ops.md */
+  int32_t device;                   /* runtime device id of every tensor */
+  void* stream;                     /* native stream (CUstream); NULL on the cpu device */
+  const gk_plugin_tensor* inputs;
+  int32_t num_inputs;
+  const gk_plugin_tensor* outputs;
+  int32_t num_outputs;
+  const gk_attr* attrs;
+  int32_t num_attrs;
+} gk_kernel_args;
+
+#define GK_KERNEL_ARGS_SIZE GK_STRUCT_SIZE(gk_kernel_args, num_attrs)
+
+/* ---------------------------------------------------------------------------------
+ * The plugin's function table, returned by gk_plugin_entry. Static storage in the
+ * plugin; the host never writes to it.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_plugin_api {
+  size_t struct_size;     /* sizeof(gk_plugin_api) */
+  uint32_t abi_version;   /* the version implemented, within the host's range */
+  const char* name;       /* should equal the manifest's name */
+  const char* version;
+
+  /* Called once after the entry, before any other call. Returns the plugin's state in
+   * *state (may be NULL). A non-OK status (with report_error) skips the plugin. */
+  gk_status (*init)(const gk_host_services* host, void** state);
+
+  /* Called once; no call is in flight. Frees what init made. */
+  void (*shutdown)(void* state);
+
+  /* Accepts (GK_OK) or declines (GK_UNIMPLEMENTED, with a reason written into
+   * reason[0 .. reason_capacity-1], NUL-terminated) a call. Tensor data may be NULL:
+   * decide on dtypes, shapes, strides, attributes and the device only. The core has
+   * already checked the op's own rules (argument count, shapes, dtypes agree). Any
+   * thread, concurrently. */
+  gk_status (*supports)(void* state, const gk_kernel_args* args, char* reason,
+                        size_t reason_capacity);
+
+  /* Queues the op on args->stream (runs it, on the cpu device). Called only after
+   * supports() accepted the same arguments. Any thread, concurrently. A failure
+   * returns a status and a message through host->report_error. */
+  gk_status (*launch)(void* state, const gk_kernel_args* args);
+} gk_plugin_api;
+
+#define GK_PLUGIN_API_SIZE GK_STRUCT_SIZE(gk_plugin_api, launch)
+
+/* The exported entry. Returns GK_OK and *api, or declines with a status after
+ * host->report_error(). Called once per runtime that loads the plugin. */
+typedef gk_status (*gk_plugin_entry_fn)(const gk_host_services* host,
+                                        const gk_plugin_api** api);
+
+/* ---------------------------------------------------------------------------------
+ * Helpers for plugin authors (header-only).
+ * ------------------------------------------------------------------------------- */
+
+/* The attribute called `name`, or NULL. */
+static inline const gk_attr* gk_find_attr(const gk_kernel_args* args, const char* name) {
+  int32_t i;
+  for (i = 0; i < args->num_attrs; ++i) {
+    if (strcmp(args->attrs[i].name, name) == 0) return &args->attrs[i];
+  }
+  return NULL;
+}
+
+/* Integer attribute `name`, or `fallback` when absent. */
+static inline int64_t gk_attr_int(const gk_kernel_args* args, const char* name,
+                                  int64_t fallback) {
+  const gk_attr* a = gk_find_attr(args, name);
+  return (a && a->type == GK_ATTR_INT) ? a->value.i : fallback;
+}
+
+/* Float attribute `name` (an integer one is converted), or `fallback` when absent. */
+static inline double gk_attr_float(const gk_kernel_args* args, const char* name,
+                                   double fallback) {
+  const gk_attr* a = gk_find_attr(args, name);
+  if (!a) return fallback;
+  if (a->type == GK_ATTR_FLOAT) return a->value.f;
+  if (a->type == GK_ATTR_INT) return (double)a->value.i;
+  return fallback;
+}
+
+/* 1 when the tensor is contiguous row-major. */
+static inline int gk_tensor_is_contiguous(const gk_plugin_tensor* t) {
+  int64_t expected = 1;
+  int32_t d;
+  for (d = t->ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != 1 && t->strides[d] != expected) return 0;
+    expected *= t->shape[d];
+  }
+  return 1;
+}
+
+/* Number of elements. */
+static inline int64_t gk_tensor_numel(const gk_plugin_tensor* t) {
+  int64_t n = 1;
+  int32_t d;
+  for (d = 0; d < t->ndim; ++d) n *= t->shape[d];
+  return n;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUKIT_GPUKIT_PLUGIN_H_ */
