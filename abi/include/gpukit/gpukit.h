@@ -157,9 +157,10 @@ typedef struct gk_runtime_options {
  * runtimes may live in one process; they share the devices' primary contexts. */
 GK_API gk_status gk_runtime_create(const gk_runtime_options* options, gk_runtime** out);
 
-/* Waits for the runtime's streams, then frees every object the runtime still owns
- * (streams, events, buffers, tensors) and unloads its plugins. Pointers obtained from
- * it become invalid. NULL is a no-op. No other call on `runtime` may be in flight. */
+/* Releases the caller's hold on the runtime; the handle must not be used again. Streams,
+ * events, buffers and tensors made from it stay valid and keep what they need alive:
+ * the runtime waits for its streams, unloads its plugins and releases the devices' primary
+ * contexts when the last of them is freed. NULL is a no-op. */
 GK_API void gk_runtime_destroy(gk_runtime* runtime);
 
 /* ---------------------------------------------------------------------------------

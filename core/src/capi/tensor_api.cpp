@@ -1,0 +1,280 @@
+// Tensors and copies.
+#include <cstring>
+
+#include "capi/capi_util.h"
+#include "common/dtype.h"
+#include "dispatch/op_schema.h"
+#include "memory/buffer_table.h"
+
+namespace gk {
+
+gk_tensor_desc desc_of(const gk_tensor& t) {
+  gk_tensor_desc d{};
+  d.struct_size = sizeof(gk_tensor_desc);
+  d.dtype = t.dtype;
+  d.ndim = t.ndim;
+  std::memcpy(d.shape, t.shape, sizeof(t.shape));
+  std::memcpy(d.strides, t.strides, sizeof(t.strides));
+  d.has_strides = 1;
+  d.flags = t.flags;
+  return d;
+}
+
+namespace {
+
+// Checks a caller's descriptor and returns it with explicit strides.
+gk_tensor_desc checked_desc(const gk_tensor_desc* desc, const char* function) {
+  require_arg(desc, function, "desc");
+  require_struct(desc->struct_size, GK_TENSOR_DESC_SIZE, function, "gk_tensor_desc");
+  gk_tensor_desc d = *desc;
+  if (!dtype_size(d.dtype)) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": dtype " + std::to_string(d.dtype) +
+                                  " is not a gk_dtype (known: " + all_dtype_names() + ")");
+  }
+  if (d.ndim < 0 || d.ndim > GK_MAX_DIMS) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": ndim " + std::to_string(d.ndim) +
+                                  " is outside 0.." + std::to_string(GK_MAX_DIMS));
+  }
+  for (int32_t k = 0; k < d.ndim; ++k) {
+    if (d.shape[k] < 0) {
+      fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) +
+                                    " has a negative dimension");
+    }
+  }
+  if (!d.has_strides) fill_contiguous_strides(&d);
+  return d;
+}
+
+// The lowest and one-past-highest byte offsets a strided view reaches from element 0.
+std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
+  int64_t size = int64_t(dtype_size(d.dtype));
+  if (numel(d) == 0) return {0, 0};
+  int64_t lo = 0, hi = 0;
+  for (int32_t k = 0; k < d.ndim; ++k) {
+    int64_t reach = (d.shape[k] - 1) * d.strides[k];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo * size, (hi + 1) * size};
+}
+
+gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
+                      const gk_tensor_desc& d, void* data) {
+  auto* t = new gk_tensor();
+  t->runtime = std::move(runtime);
+  t->device = &device;
+  t->dtype = d.dtype;
+  t->ndim = d.ndim;
+  std::memcpy(t->shape, d.shape, sizeof(t->shape));
+  std::memcpy(t->strides, d.strides, sizeof(t->strides));
+  t->flags = d.flags;
+  t->data = data;
+  return t;
+}
+
+bool is_contiguous(const gk_tensor& t) {
+  int64_t expected = 1;
+  for (int32_t k = t.ndim - 1; k >= 0; --k) {
+    if (t.shape[k] != 1 && t.strides[k] != expected) return false;
+    expected *= t.shape[k];
+  }
+  return true;
+}
+
+uint64_t tensor_bytes(const gk_tensor& t) {
+  return uint64_t(numel(desc_of(t))) * dtype_size(t.dtype);
+}
+
+void require_contiguous(const gk_tensor& t, const char* function, const char* which) {
+  if (!is_contiguous(t)) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": tensor '" + which + "' " +
+                                  shape_text(desc_of(t)) +
+                                  " is not contiguous; copy it with an op first");
+  }
+}
+
+void require_bytes(const gk_tensor& t, uint64_t bytes, const char* function) {
+  uint64_t expected = tensor_bytes(t);
+  if (bytes != expected) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": " + std::to_string(bytes) +
+                                  " bytes given; the tensor " + shape_text(desc_of(t)) + " " +
+                                  dtype_name(t.dtype) + " holds " + std::to_string(expected));
+  }
+}
+
+using cuda::ContextGuard;
+
+}  // namespace
+}  // namespace gk
+
+extern "C" {
+
+GK_API gk_status gk_tensor_create(gk_runtime* runtime, int32_t device, const gk_tensor_desc* desc,
+                                  gk_stream* stream, gk_tensor** out) {
+  return gk::c_guard([&] {
+    auto& rt = gk::runtime_of(runtime, "gk_tensor_create");
+    gk::require_arg(out, "gk_tensor_create", "out");
+    gk_tensor_desc d = gk::checked_desc(desc, "gk_tensor_create");
+    gk::fill_contiguous_strides(&d);
+    const gk::Device& dev = rt.devices().at(device);
+    gk_stream& s = gk::stream_for(rt, stream, dev, "gk_tensor_create");
+    uint64_t bytes = uint64_t(gk::numel(d)) * gk::dtype_size(d.dtype);
+    auto allocation = std::make_shared<gk::Allocation>(runtime->impl, dev, bytes, s.native);
+    gk_tensor* t = gk::new_tensor(runtime->impl, dev, d, allocation->ptr);
+    t->allocation = std::move(allocation);
+    *out = t;
+  });
+}
+
+GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
+                                       const gk_tensor_desc* desc, gk_tensor** out) {
+  return gk::c_guard([&] {
+    gk::require_arg(out, "gk_tensor_from_buffer", "out");
+    gk_tensor_desc d = gk::checked_desc(desc, "gk_tensor_from_buffer");
+    auto allocation = gk::BufferTable::instance().with(
+        buffer, "gk_tensor_from_buffer", [](gk::BufferEntry& e) { return e.allocation; });
+    auto [lo, hi] = gk::byte_extent(d);
+    if (int64_t(byte_offset) + lo < 0 || uint64_t(int64_t(byte_offset) + hi) > allocation->size) {
+      gk::fail(GK_OUT_OF_RANGE, "gk_tensor_from_buffer: a view " + gk::shape_text(d) +
+                                    " at byte offset " + std::to_string(byte_offset) +
+                                    " reaches bytes " + std::to_string(int64_t(byte_offset) + lo) +
+                                    ".." + std::to_string(int64_t(byte_offset) + hi) +
+                                    ", outside the buffer's " + std::to_string(allocation->size));
+    }
+    void* data = static_cast<char*>(allocation->ptr) + byte_offset;
+    gk_tensor* t = gk::new_tensor(allocation->runtime, allocation->device, d, data);
+    t->allocation = std::move(allocation);
+    *out = t;
+  });
+}
+
+GK_API gk_status gk_tensor_from_external(gk_runtime* runtime, int32_t device, void* data,
+                                         const gk_tensor_desc* desc, gk_release_fn release,
+                                         void* context, gk_tensor** out) {
+  return gk::c_guard([&] {
+    auto& rt = gk::runtime_of(runtime, "gk_tensor_from_external");
+    gk::require_arg(out, "gk_tensor_from_external", "out");
+    gk_tensor_desc d = gk::checked_desc(desc, "gk_tensor_from_external");
+    if (!data && gk::numel(d) > 0) gk::require_arg(data, "gk_tensor_from_external", "data");
+    const gk::Device& dev = rt.devices().at(device);
+    gk_tensor* t = gk::new_tensor(runtime->impl, dev, d, data);
+    t->release = release;
+    t->release_context = context;
+    *out = t;
+  });
+}
+
+GK_API void gk_tensor_retain(gk_tensor* tensor) {
+  if (tensor) tensor->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+GK_API void gk_tensor_release(gk_tensor* tensor) {
+  if (tensor && tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete tensor;
+}
+
+GK_API gk_status gk_tensor_get_desc(const gk_tensor* tensor, gk_tensor_desc* out) {
+  return gk::c_guard([&] {
+    gk::require_arg(tensor, "gk_tensor_get_desc", "tensor");
+    gk::require_arg(out, "gk_tensor_get_desc", "out");
+    gk::require_struct(out->struct_size, GK_TENSOR_DESC_SIZE, "gk_tensor_get_desc", "gk_tensor_desc");
+    size_t size = out->struct_size;
+    gk_tensor_desc d = gk::desc_of(*tensor);
+    std::memcpy(out, &d, std::min(size, sizeof(d)));
+    out->struct_size = size;
+  });
+}
+
+GK_API int32_t gk_tensor_device(const gk_tensor* tensor) { return tensor ? tensor->device->id : -1; }
+
+GK_API void* gk_tensor_data(const gk_tensor* tensor) { return tensor ? tensor->data : nullptr; }
+
+GK_API gk_status gk_copy_from_host(gk_tensor* dst, const void* src, uint64_t bytes,
+                                   gk_stream* stream) {
+  return gk::c_guard([&] {
+    gk::require_arg(dst, "gk_copy_from_host", "dst");
+    if (bytes) gk::require_arg(src, "gk_copy_from_host", "src");
+    gk::require_contiguous(*dst, "gk_copy_from_host", "dst");
+    gk::require_bytes(*dst, bytes, "gk_copy_from_host");
+    if (dst->flags & GK_TENSOR_READ_ONLY) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_copy_from_host: tensor 'dst' is read-only");
+    }
+    gk::Runtime& rt = *dst->runtime;
+    gk_stream& s = gk::stream_for(rt, stream, *dst->device, "gk_copy_from_host");
+    if (!bytes) return;
+    if (!dst->device->is_cuda()) {
+      std::memcpy(dst->data, src, bytes);
+      return;
+    }
+    const auto& driver = *rt.devices().driver();
+    gk::ContextGuard guard(driver, dst->device->context);
+    GK_CU_CHECK(driver, cuMemcpyHtoDAsync(reinterpret_cast<gk::cuda::CUdeviceptr>(dst->data), src,
+                                          bytes, s.native));
+    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+  });
+}
+
+GK_API gk_status gk_copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes,
+                                 gk_stream* stream) {
+  return gk::c_guard([&] {
+    gk::require_arg(src, "gk_copy_to_host", "src");
+    if (bytes) gk::require_arg(dst, "gk_copy_to_host", "dst");
+    gk::require_contiguous(*src, "gk_copy_to_host", "src");
+    gk::require_bytes(*src, bytes, "gk_copy_to_host");
+    gk::Runtime& rt = *src->runtime;
+    gk_stream& s = gk::stream_for(rt, stream, *src->device, "gk_copy_to_host");
+    if (!bytes) return;
+    if (!src->device->is_cuda()) {
+      std::memcpy(dst, src->data, bytes);
+      return;
+    }
+    const auto& driver = *rt.devices().driver();
+    gk::ContextGuard guard(driver, src->device->context);
+    GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst, reinterpret_cast<gk::cuda::CUdeviceptr>(src->data),
+                                          bytes, s.native));
+    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+  });
+}
+
+GK_API gk_status gk_copy(gk_tensor* dst, const gk_tensor* src, gk_stream* stream) {
+  return gk::c_guard([&] {
+    gk::require_arg(dst, "gk_copy", "dst");
+    gk::require_arg(src, "gk_copy", "src");
+    gk::require_contiguous(*dst, "gk_copy", "dst");
+    gk::require_contiguous(*src, "gk_copy", "src");
+    gk_tensor_desc dd = gk::desc_of(*dst), sd = gk::desc_of(*src);
+    if (dst->dtype != src->dtype || std::vector<int64_t>(dd.shape, dd.shape + dd.ndim) !=
+                                        std::vector<int64_t>(sd.shape, sd.shape + sd.ndim)) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_copy: 'dst' is " + gk::shape_text(dd) + " " +
+                                        gk::dtype_name(dst->dtype) + " but 'src' is " +
+                                        gk::shape_text(sd) + " " + gk::dtype_name(src->dtype));
+    }
+    if (dst->flags & GK_TENSOR_READ_ONLY) gk::fail(GK_INVALID_ARGUMENT, "gk_copy: tensor 'dst' is read-only");
+    uint64_t bytes = gk::tensor_bytes(*src);
+    const gk::Device& src_dev = *src->device;
+    const gk::Device& dst_dev = *dst->device;
+    // Ordered on the destination's stream unless only the source is a GPU.
+    const gk::Device& order_dev = dst_dev.is_cuda() ? dst_dev : src_dev;
+    gk::Runtime& rt = *dst->runtime;
+    gk_stream& s = gk::stream_for(rt, stream, order_dev, "gk_copy");
+    if (!bytes) return;
+    if (!src_dev.is_cuda() && !dst_dev.is_cuda()) {
+      std::memmove(dst->data, src->data, bytes);
+      return;
+    }
+    const auto& driver = *rt.devices().driver();
+    gk::ContextGuard guard(driver, order_dev.context);
+    auto dptr = [](const gk_tensor* t) { return reinterpret_cast<gk::cuda::CUdeviceptr>(t->data); };
+    if (!src_dev.is_cuda()) {
+      GK_CU_CHECK(driver, cuMemcpyHtoDAsync(dptr(dst), src->data, bytes, s.native));
+    } else if (!dst_dev.is_cuda()) {
+      GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst->data, dptr(src), bytes, s.native));
+    } else if (&src_dev == &dst_dev) {
+      GK_CU_CHECK(driver, cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, s.native));
+    } else {
+      GK_CU_CHECK(driver, cuMemcpyPeerAsync(dptr(dst), dst_dev.context, dptr(src),
+                                            src_dev.context, bytes, s.native));
+    }
+    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,72 @@
+#include "dispatch/dispatcher.h"
+
+#include <algorithm>
+
+#include "common/dtype.h"
+#include "device/device.h"
+
+namespace gk {
+
+std::string DispatchDecision::refusal_text(const std::string& op, const Device& device) const {
+  std::string text = op + " on " + device.label() + ": no plugin accepts the call";
+  if (candidates.empty()) return text + " (no plugin lists the op for this device)";
+  text += ":";
+  for (const auto& c : candidates) text += " [" + c.plugin->name + "] " + c.reason + ";";
+  text.pop_back();
+  return text;
+}
+
+DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
+                        const gk_kernel_args& args, bool every_candidate) {
+  std::vector<const PluginRecord*> listed;
+  for (const auto& r : plugins.records()) {
+    if (r->manifest_ok && r->manifest.find_op(args.op)) listed.push_back(r.get());
+  }
+  std::stable_sort(listed.begin(), listed.end(), [](const PluginRecord* a, const PluginRecord* b) {
+    return a->manifest.priority > b->manifest.priority;
+  });
+
+  DispatchDecision decision;
+  int32_t dtype = args.num_inputs > 0 ? args.inputs[0].dtype : 0;
+  for (const PluginRecord* r : listed) {
+    DispatchCandidate c{r, false, ""};
+    const Manifest& m = r->manifest;
+    if (m.device != device.kind) {
+      c.reason = std::string("serves ") + (m.device == GK_DEVICE_KIND_CUDA ? "cuda" : "cpu") +
+                 " devices, not " + device.label();
+    } else if (device.is_cuda() && !device.plugins_eligible) {
+      c.reason = device.note;
+    } else if (device.is_cuda() && !m.matches_sm(device.sm_version)) {
+      c.reason = "serves " + m.sm_text() + "; " + device.label() + " is SM " +
+                 std::to_string(device.sm_version);
+    } else if (!r->loaded) {
+      c.reason = "not loaded: " + r->reason;
+    } else {
+      const ManifestOp* op = m.find_op(args.op);
+      if (std::find(op->dtypes.begin(), op->dtypes.end(), dtype) == op->dtypes.end()) {
+        std::string listed_dtypes;
+        for (int32_t d : op->dtypes) listed_dtypes += (listed_dtypes.empty() ? "" : ", ") + std::string(dtype_name(d));
+        c.reason = std::string("manifest lists ") + listed_dtypes + " for " + args.op + ", not " +
+                   dtype_name(dtype);
+      } else if (decision.chosen && !every_candidate) {
+        break;
+      } else {
+        char reason[512] = {};
+        gk_status s = r->api->supports(r->state, &args, reason, sizeof(reason));
+        reason[sizeof(reason) - 1] = '\0';
+        if (s == GK_OK) {
+          c.accepted = true;
+          c.reason = decision.chosen ? "accepts, but a higher-priority plugin was chosen" : "chosen";
+          if (!decision.chosen) decision.chosen = r;
+        } else {
+          c.reason = std::string("declined: ") + (reason[0] ? reason : gk_status_name(s));
+        }
+      }
+    }
+    decision.candidates.push_back(std::move(c));
+    if (decision.chosen && !every_candidate) break;
+  }
+  return decision;
+}
+
+}  // namespace gk

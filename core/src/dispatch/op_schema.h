@@ -1,0 +1,102 @@
+// The rules of each op in docs/ops.md: argument counts, dtypes, shapes and attributes,
+// checked by the core before any plugin sees a call, and the output descriptors they
+// imply. Errors name the op, the argument, the expected and the given value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpukit/gpukit.h"
+
+namespace gk {
+
+// One call's inputs and attributes, with helpers that fail with the op's name.
+class OpCall {
+ public:
+  OpCall(std::string_view op, std::vector<gk_tensor_desc> inputs, const gk_attr* attrs,
+         int32_t num_attrs, const std::vector<std::string>* input_names)
+      : op_(op), inputs_(std::move(inputs)), attrs_(attrs), num_attrs_(num_attrs),
+        input_names_(input_names) {}
+
+  const std::string& op() const { return op_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  const gk_tensor_desc& input(size_t i) const { return inputs_[i]; }
+  std::string input_name(size_t i) const;
+
+  const gk_attr* attr(const char* name) const;
+  int64_t attr_int(const char* name, int64_t fallback) const;
+  double attr_float(const char* name, double fallback) const;
+  std::string attr_string(const char* name, const std::string& fallback) const;
+
+  [[noreturn]] void fail_input(size_t i, const std::string& problem) const;
+  [[noreturn]] void fail_attr(const char* name, const std::string& problem) const;
+
+  // Fails unless input i has one of `dtypes`.
+  void require_dtype_in(size_t i, const std::vector<int32_t>& dtypes) const;
+  // Fails unless input i has input j's dtype.
+  void require_same_dtype(size_t i, size_t j) const;
+  // Fails unless input i has input j's shape.
+  void require_same_shape(size_t i, size_t j) const;
+
+ private:
+  std::string op_;
+  std::vector<gk_tensor_desc> inputs_;
+  const gk_attr* attrs_;
+  int32_t num_attrs_;
+  const std::vector<std::string>* input_names_;
+};
+
+struct AttrSpec {
+  const char* name;
+  int32_t type;  // gk_attr_type; GK_ATTR_FLOAT also accepts GK_ATTR_INT
+};
+
+struct OpSchema {
+  std::string name;
+  std::vector<std::string> input_names;   // in order; the optional ones last
+  size_t min_inputs = 0;
+  std::vector<std::string> output_names;
+  std::vector<AttrSpec> attrs;
+  // Validates the call and returns the outputs' descriptors (contiguous).
+  std::function<std::vector<gk_tensor_desc>(const OpCall&)> infer;
+  // Whether output `index` may have `dtype` when `inferred` was expected; default: equal.
+  std::function<bool(const OpCall&, size_t index, int32_t dtype, int32_t inferred)>
+      accepts_output_dtype;
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& instance();
+
+  const OpSchema* find(std::string_view name) const;
+  // Throws NOT_FOUND naming the op, with the closest known name.
+  const OpSchema& get(std::string_view name) const;
+  const std::vector<OpSchema>& all() const { return schemas_; }
+
+  // Checks argument counts and attributes, then runs the op's rules: the outputs'
+  // descriptors for these inputs.
+  std::vector<gk_tensor_desc> infer(const OpSchema& schema,
+                                    const std::vector<gk_tensor_desc>& inputs,
+                                    const gk_attr* attrs, int32_t num_attrs) const;
+  // infer() and then checks that each given output matches what the op produces.
+  void validate(const OpSchema& schema, const std::vector<gk_tensor_desc>& inputs,
+                const std::vector<gk_tensor_desc>& outputs, const gk_attr* attrs,
+                int32_t num_attrs) const;
+
+ private:
+  OpRegistry();
+  std::vector<OpSchema> schemas_;
+};
+
+// "[2, 3, 4]".
+std::string shape_text(const gk_tensor_desc& desc);
+int64_t numel(const gk_tensor_desc& desc);
+// A contiguous descriptor.
+gk_tensor_desc make_desc(int32_t dtype, const std::vector<int64_t>& shape);
+// Fills desc->strides with the contiguous strides when has_strides is 0.
+void fill_contiguous_strides(gk_tensor_desc* desc);
+
+}  // namespace gk

@@ -1,0 +1,52 @@
+// The process-wide table behind gk_buffer handles. A handle encodes a slot and the slot's
+// generation, so a handle used after gk_buffer_free is recognised as stale instead of
+// reaching freed memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpukit/gpukit.h"
+#include "memory/device_memory.h"
+
+namespace gk {
+
+struct BufferEntry {
+  std::shared_ptr<Allocation> allocation;
+  int32_t map_count = 0;
+};
+
+class BufferTable {
+ public:
+  static BufferTable& instance();
+
+  gk_buffer* insert(std::shared_ptr<Allocation> allocation);
+
+  // Runs fn(entry) under the table's lock. Throws INVALID_ARGUMENT, naming `function`,
+  // for a NULL, unknown or stale handle.
+  template <typename Fn>
+  auto with(const gk_buffer* handle, const char* function, Fn&& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fn(entry_locked(handle, function));
+  }
+
+  // Takes the entry out of the table (the handle becomes stale) and returns its
+  // allocation. FAILED_PRECONDITION while the buffer is mapped.
+  std::shared_ptr<Allocation> remove(const gk_buffer* handle, const char* function);
+
+ private:
+  struct Slot {
+    uint32_t generation = 1;
+    bool live = false;
+    BufferEntry entry;
+  };
+  BufferEntry& entry_locked(const gk_buffer* handle, const char* function);
+
+  std::mutex mutex_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+};
+
+}  // namespace gk

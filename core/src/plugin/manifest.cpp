@@ -1,0 +1,207 @@
+#include "plugin/manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "common/dtype.h"
+#include "common/error.h"
+#include "dispatch/op_schema.h"
+
+namespace gk {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail_at(const YAML::Node& node, const std::string& field,
+                            const std::string& problem) const {
+    int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
+    fail(GK_INVALID_ARGUMENT, path_ + ":" + std::to_string(line) + ": field '" + field + "': " +
+                                  problem);
+  }
+
+  YAML::Node required(const YAML::Node& map, const char* key) const {
+    YAML::Node n = map[key];
+    if (!n) {
+      int line = map.Mark().is_null() ? 0 : map.Mark().line + 1;
+      fail(GK_INVALID_ARGUMENT, path_ + ":" + std::to_string(line) + ": missing required field '" +
+                                    key + "'");
+    }
+    return n;
+  }
+
+  std::string scalar(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail_at(node, field, "expected a single value");
+    return node.Scalar();
+  }
+
+  int32_t integer(const YAML::Node& node, const std::string& field) const {
+    std::string text = scalar(node, field);
+    try {
+      size_t used = 0;
+      long long v = std::stoll(text, &used);
+      if (used != text.size() || v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument(text);
+      return int32_t(v);
+    } catch (const std::exception&) {
+      fail_at(node, field, "'" + text + "' is not an integer");
+    }
+  }
+
+  void only_fields(const YAML::Node& map, const std::string& where,
+                   const std::set<std::string>& allowed) const {
+    for (const auto& kv : map) {
+      std::string key = kv.first.Scalar();
+      if (allowed.count(key)) continue;
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      int line = kv.first.Mark().line + 1;
+      fail(GK_INVALID_ARGUMENT, path_ + ":" + std::to_string(line) + ": unknown field '" +
+                                    (where.empty() ? key : where + "." + key) +
+                                    "' (expected one of: " + list + ")");
+    }
+  }
+
+ private:
+  std::string path_;
+};
+
+uint32_t parse_version(const Reader& r, const YAML::Node& node, const std::string& field) {
+  std::string text = r.scalar(node, field);
+  unsigned major = 0, minor = 0;
+  char extra = 0;
+  int n = std::sscanf(text.c_str(), "%u.%u%c", &major, &minor, &extra);
+  if (n == 1 && text.find('.') == std::string::npos) minor = 0;
+  else if (n != 2) r.fail_at(node, field, "'" + text + "' is not a MAJOR.MINOR version");
+  return GK_MAKE_VERSION(major, minor);
+}
+
+}  // namespace
+
+bool Manifest::matches_sm(int32_t sm) const {
+  if (!sm_list.empty()) return std::find(sm_list.begin(), sm_list.end(), sm) != sm_list.end();
+  return sm >= sm_min && sm <= sm_max;
+}
+
+const ManifestOp* Manifest::find_op(const std::string& op) const {
+  for (const ManifestOp& o : ops) {
+    if (o.name == op) return &o;
+  }
+  return nullptr;
+}
+
+std::string Manifest::sm_text() const {
+  if (device != GK_DEVICE_KIND_CUDA) return "";
+  if (sm_list.empty()) return "SM " + std::to_string(sm_min) + "-" + std::to_string(sm_max);
+  std::string out = "SM ";
+  for (size_t i = 0; i < sm_list.size(); ++i) out += (i ? ", " : "") + std::to_string(sm_list[i]);
+  return out;
+}
+
+Manifest read_manifest(const std::string& path) {
+  Reader r(path);
+  YAML::Node root;
+  try {
+    std::ifstream in(path);
+    if (!in) fail(GK_NOT_FOUND, path + ": cannot open the manifest");
+    root = YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    fail(GK_INVALID_ARGUMENT, path + ":1: invalid manifest: expected a YAML mapping at the top");
+  }
+  r.only_fields(root, "", {"schema", "name", "version", "plugin_abi", "library", "family",
+                           "device", "sm", "priority", "ops", "description"});
+  Manifest m;
+  m.path = path;
+  int schema = r.integer(r.required(root, "schema"), "schema");
+  if (schema != kSchemaVersion) {
+    r.fail_at(root["schema"], "schema", "manifest schema " + std::to_string(schema) +
+                                            " is not supported (this runtime reads schema 1)");
+  }
+  m.name = r.scalar(r.required(root, "name"), "name");
+  if (m.name.empty() || m.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    r.fail_at(root["name"], "name", "'" + m.name + "' must be lower-case letters, digits and '_'");
+  }
+  m.version = r.scalar(r.required(root, "version"), "version");
+  m.family = r.scalar(r.required(root, "family"), "family");
+  m.plugin_abi = parse_version(r, r.required(root, "plugin_abi"), "plugin_abi");
+
+  YAML::Node library = r.required(root, "library");
+  std::filesystem::path lib = r.scalar(library, "library");
+  if (lib.is_relative()) lib = std::filesystem::path(path).parent_path() / lib;
+  m.library = lib.lexically_normal().string();
+  m.library_line = library.Mark().line + 1;
+
+  std::string device = r.scalar(r.required(root, "device"), "device");
+  if (device == "cpu") {
+    m.device = GK_DEVICE_KIND_CPU;
+  } else if (device == "cuda") {
+    m.device = GK_DEVICE_KIND_CUDA;
+  } else {
+    r.fail_at(root["device"], "device", "'" + device + "' is not 'cpu' or 'cuda'");
+  }
+
+  YAML::Node sm = root["sm"];
+  if (m.device == GK_DEVICE_KIND_CUDA) {
+    if (!sm) r.required(root, "sm");
+    if (sm.IsMap()) {
+      r.only_fields(sm, "sm", {"min", "max"});
+      m.sm_min = r.integer(r.required(sm, "min"), "sm.min");
+      m.sm_max = r.integer(r.required(sm, "max"), "sm.max");
+      if (m.sm_min > m.sm_max) {
+        r.fail_at(sm, "sm", "min " + std::to_string(m.sm_min) + " is above max " + std::to_string(m.sm_max));
+      }
+    } else if (sm.IsSequence() && sm.size() > 0) {
+      for (size_t i = 0; i < sm.size(); ++i) {
+        m.sm_list.push_back(r.integer(sm[i], "sm[" + std::to_string(i) + "]"));
+      }
+      m.sm_min = *std::min_element(m.sm_list.begin(), m.sm_list.end());
+      m.sm_max = *std::max_element(m.sm_list.begin(), m.sm_list.end());
+    } else {
+      r.fail_at(sm, "sm", "expected {min: N, max: N} or a list of SM versions such as [80, 86]");
+    }
+  } else if (sm) {
+    r.fail_at(sm, "sm", "only a cuda plugin has an SM range");
+  }
+
+  m.priority = r.integer(r.required(root, "priority"), "priority");
+
+  YAML::Node ops = r.required(root, "ops");
+  if (!ops.IsSequence() || ops.size() == 0) r.fail_at(ops, "ops", "expected a non-empty list of ops");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const YAML::Node& op = ops[i];
+    std::string where = "ops[" + std::to_string(i) + "]";
+    if (!op.IsMap()) r.fail_at(op, where, "expected {name: OP, dtypes: [...]}");
+    r.only_fields(op, where, {"name", "dtypes"});
+    ManifestOp entry;
+    entry.name = r.scalar(r.required(op, "name"), where + ".name");
+    if (!OpRegistry::instance().find(entry.name)) {
+      r.fail_at(op["name"], where + ".name", "unknown op '" + entry.name + "' (docs/ops.md lists the ops)");
+    }
+    if (m.find_op(entry.name)) r.fail_at(op["name"], where + ".name", "op '" + entry.name + "' is listed twice");
+    YAML::Node dtypes = r.required(op, "dtypes");
+    if (!dtypes.IsSequence() || dtypes.size() == 0) {
+      r.fail_at(dtypes, where + ".dtypes", "expected a non-empty list of dtypes");
+    }
+    for (size_t k = 0; k < dtypes.size(); ++k) {
+      std::string name = r.scalar(dtypes[k], where + ".dtypes");
+      auto d = dtype_from_name(name);
+      if (!d) {
+        r.fail_at(dtypes[k], where + ".dtypes", "unknown dtype '" + name + "' (known: " + all_dtype_names() + ")");
+      }
+      entry.dtypes.push_back(*d);
+    }
+    m.ops.push_back(std::move(entry));
+  }
+  return m;
+}
+
+}  // namespace gk

@@ -1,0 +1,45 @@
+// Plugin manifests (YAML, schema v1): read and validated before any library is opened.
+// Errors carry file:line and the field ("matmul_sm90.yaml:12: field 'ops[3].dtypes':
+// unknown dtype 'bf17'").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpukit/gpukit.h"
+
+namespace gk {
+
+struct ManifestOp {
+  std::string name;
+  std::vector<int32_t> dtypes;  // the dtypes of the op's first input it serves
+};
+
+struct Manifest {
+  std::string path;           // the manifest file
+  std::string name;
+  std::string version;
+  std::string family;
+  std::string library;        // resolved against the manifest's folder
+  int library_line = 0;       // where 'library' stands, for "missing library" reasons
+  uint32_t plugin_abi = 0;    // GK_MAKE_VERSION form
+  gk_device_kind device = GK_DEVICE_KIND_CPU;
+  int32_t sm_min = 0;         // CUDA only: inclusive range, or an explicit list
+  int32_t sm_max = 0;
+  std::vector<int32_t> sm_list;
+  int32_t priority = 0;
+  std::vector<ManifestOp> ops;
+
+  bool matches_sm(int32_t sm) const;
+  const ManifestOp* find_op(const std::string& op) const;
+  // "SM 80-90" or "SM 80, 86".
+  std::string sm_text() const;
+};
+
+// Parses and validates a manifest file. Throws gk::Error(INVALID_ARGUMENT) with
+// "path:line: …" for malformed YAML, unknown or missing fields, bad values and ops the
+// runtime does not know.
+Manifest read_manifest(const std::string& path);
+
+}  // namespace gk

@@ -1,0 +1,54 @@
+// The runtime: its configuration, logger, devices, memory and plugins. Shared by every
+// object made from it (streams, events, buffers, tensors), so it lives until the last
+// of them is gone, whatever order a client frees them in.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "device/device.h"
+#include "memory/device_memory.h"
+#include "plugin/plugin_registry.h"
+
+namespace gk {
+
+// gk_runtime_options resolved against the environment.
+struct RuntimeConfig {
+  std::string devices = "all";
+  std::vector<std::string> plugin_folders;
+  std::vector<std::string> disabled_plugins;  // globs
+  int32_t log_level = GK_LOG_INFO;
+  gk_log_fn log_fn = nullptr;
+  void* log_user_data = nullptr;
+
+  // Throws INVALID_ARGUMENT for bad option values (naming the variable or field).
+  static RuntimeConfig from_options(const gk_runtime_options* options);
+};
+
+class Runtime {
+ public:
+  explicit Runtime(const RuntimeConfig& config);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const RuntimeConfig& config() const { return config_; }
+  const Logger& logger() const { return logger_; }
+  const DeviceSet& devices() const { return devices_; }
+  const DeviceMemory& memory() const { return memory_; }
+  const PluginRegistry& plugins() const { return *plugins_; }
+  // The default stream object of device `id` (the CUDA legacy default stream).
+  gk_stream* default_stream(int32_t id) const;
+
+ private:
+  RuntimeConfig config_;
+  Logger logger_;
+  DeviceSet devices_;
+  DeviceMemory memory_;
+  std::vector<std::unique_ptr<gk_stream>> default_streams_;
+  std::unique_ptr<PluginRegistry> plugins_;  // last: unloaded first
+};
+
+}  // namespace gk
