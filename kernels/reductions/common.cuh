@@ -1,0 +1,53 @@
+// Host-side types of the reductions kernel family, safe to include from plain C++
+// (the plugin glue): tensor views and dtypes. Device helpers are in device.cuh.
+//
+// No GPUkit policy lives here: views are raw pointers with shapes and strides in
+// elements, and every host wrapper returns a cudaError_t.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace gk::kernels::reductions {
+
+inline constexpr int kMaxDims = 8;
+
+enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4 };
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+inline bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
+
+// A strided tensor: element [i0..in] lives at data + sum(i_d * strides[d]) elements.
+struct TensorRef {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    return n;
+  }
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace gk::kernels::reductions

@@ -1,0 +1,468 @@
+// Elementwise unary / binary / gated / cast.
+//
+// Host: broadcast inputs to out's shape (stride 0), drop size-1 dims, merge dims that
+// are contiguous in every operand. What is left is [outer…, inner]: a contiguous
+// tensor becomes one dim.
+//
+// Tiling (one launch, blocks of kEwThreads):
+//   for tile in grid-stride(num_tiles):            // tile = (row, column chunk)
+//     row, chunk = tile / tiles_per_row, tile % tiles_per_row
+//     base[k] = offset_of(row, outer dims, operand k strides)   // once per tile
+//     vector path (inner strides 1 or 0, 16-byte aligned):
+//       for u in 0..kEwVectorsPerThread-1:         // all loads issued before use
+//         col = chunk*tile + (u*threads + tid)*V; load V-wide from each operand
+//       compute and store V-wide
+//     scalar path: the same with V = 1 and inner strides arbitrary
+// Everything lives in registers; no shared memory.
+#include <cmath>
+#include <type_traits>
+
+#include "device.cuh"
+#include "elementwise.cuh"
+#include "tuning.cuh"
+
+namespace gk::kernels::reductions {
+namespace {
+
+using tuning::kEwThreads;
+using tuning::kEwVectorsPerThread;
+
+struct EwParams {
+  void* out;
+  const void* in0;
+  const void* in1;
+  Dims outer;                            // innermost first
+  int64_t outer_stride[3][kMaxDims];     // out, in0, in1
+  int64_t inner;
+  int64_t inner_stride[3];
+  int64_t tiles_per_row;
+  int64_t num_tiles;
+};
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) VecN {
+  T v[N];
+};
+
+// ---- element functions -------------------------------------------------------------
+__device__ __forceinline__ float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+template <UnaryOp kOp>
+__device__ __forceinline__ float unary_f(float x) {
+  if constexpr (kOp == UnaryOp::neg) return -x;
+  if constexpr (kOp == UnaryOp::abs) return fabsf(x);
+  if constexpr (kOp == UnaryOp::exp) return expf(x);
+  if constexpr (kOp == UnaryOp::log) return logf(x);
+  if constexpr (kOp == UnaryOp::sqrt) return sqrtf(x);
+  if constexpr (kOp == UnaryOp::rsqrt) return 1.0f / sqrtf(x);
+  if constexpr (kOp == UnaryOp::tanh) return tanhf(x);
+  if constexpr (kOp == UnaryOp::sigmoid) return sigmoid(x);
+  if constexpr (kOp == UnaryOp::relu) return x > 0.0f ? x : (x != x ? x : 0.0f);
+  if constexpr (kOp == UnaryOp::gelu_erf) return gelu_erf(x);
+  if constexpr (kOp == UnaryOp::gelu_tanh) return gelu_tanh(x);
+  if constexpr (kOp == UnaryOp::silu) return x * sigmoid(x);
+  return x;
+}
+
+template <BinaryOp kOp>
+__device__ __forceinline__ float binary_f(float a, float b) {
+  if constexpr (kOp == BinaryOp::add) return a + b;
+  if constexpr (kOp == BinaryOp::sub) return a - b;
+  if constexpr (kOp == BinaryOp::mul) return a * b;
+  if constexpr (kOp == BinaryOp::div) return a / b;
+  if constexpr (kOp == BinaryOp::maximum) return nan_max(a, b);
+  if constexpr (kOp == BinaryOp::minimum) return nan_min(a, b);
+  if constexpr (kOp == BinaryOp::pow) return powf(a, b);
+  if constexpr (kOp == BinaryOp::swiglu) return a * sigmoid(a) * b;
+  if constexpr (kOp == BinaryOp::geglu_erf) return gelu_erf(a) * b;
+  if constexpr (kOp == BinaryOp::geglu_tanh) return gelu_tanh(a) * b;
+  return a;
+}
+
+template <typename T, UnaryOp kOp>
+struct UnaryFn {
+  using In = T;
+  using Out = T;
+  static constexpr int kInputs = 1;
+  __device__ __forceinline__ T operator()(T x, T) const {
+    return from_f32<T>(unary_f<kOp>(to_f32(x)));
+  }
+};
+
+template <typename T, BinaryOp kOp>
+struct BinaryFn {
+  using In = T;
+  using Out = T;
+  static constexpr int kInputs = 2;
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return from_f32<T>(binary_f<kOp>(to_f32(a), to_f32(b)));
+  }
+};
+
+template <typename TIn, typename TOut>
+struct CastFn {
+  using In = TIn;
+  using Out = TOut;
+  static constexpr int kInputs = 1;
+  __device__ __forceinline__ TOut operator()(TIn x, TIn) const {
+    if constexpr (std::is_same_v<TOut, int32_t>) {
+      if constexpr (std::is_same_v<TIn, int32_t>) {
+        return x;
+      } else {
+        const float f = to_f32(x);
+        if (f != f) return 0;
+        if (f >= 2147483647.0f) return 2147483647;
+        if (f <= -2147483648.0f) return (-2147483647 - 1);
+        return static_cast<int32_t>(f);  // truncates toward zero
+      }
+    } else if constexpr (std::is_same_v<TIn, int32_t>) {
+      return from_f32<TOut>(static_cast<float>(x));
+    } else if constexpr (std::is_same_v<TIn, TOut>) {
+      return x;
+    } else {
+      return from_f32<TOut>(to_f32(x));
+    }
+  }
+};
+
+template <typename Fn>
+__host__ __device__ constexpr int vec_width() {
+  constexpr size_t a = sizeof(typename Fn::In);
+  constexpr size_t b = sizeof(typename Fn::Out);
+  return static_cast<int>(16 / (a > b ? a : b));
+}
+
+template <typename Fn, bool kVector>
+__global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
+  using In = typename Fn::In;
+  using Out = typename Fn::Out;
+  constexpr int kV = kVector ? vec_width<Fn>() : 1;
+  constexpr int kU = kVector ? kEwVectorsPerThread : kEwVectorsPerThread * vec_width<Fn>();
+  constexpr int64_t kTile = int64_t{kEwThreads} * kU * kV;
+  const Fn fn;
+  const In* in0 = static_cast<const In*>(p.in0);
+  const In* in1 = static_cast<const In*>(p.in1);
+  Out* out = static_cast<Out*>(p.out);
+
+  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    const int64_t row = tile / p.tiles_per_row;
+    const int64_t col0 = (tile - row * p.tiles_per_row) * kTile;
+    const int64_t b_out = offset_of(row, p.outer, p.outer_stride[0]);
+    const int64_t b_in0 = offset_of(row, p.outer, p.outer_stride[1]);
+    const int64_t b_in1 = Fn::kInputs > 1 ? offset_of(row, p.outer, p.outer_stride[2]) : 0;
+
+    if constexpr (kVector) {
+      using VIn = VecN<In, kV>;
+      using VOut = VecN<Out, kV>;
+      VIn a[kU], b[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t col = col0 + (int64_t{u} * kEwThreads + threadIdx.x) * kV;
+        if (col < p.inner) {
+          if (p.inner_stride[1] == 0) {
+            const In s = in0[b_in0];
+#pragma unroll
+            for (int k = 0; k < kV; ++k) a[u].v[k] = s;
+          } else {
+            a[u] = *reinterpret_cast<const VIn*>(in0 + b_in0 + col);
+          }
+          if constexpr (Fn::kInputs > 1) {
+            if (p.inner_stride[2] == 0) {
+              const In s = in1[b_in1];
+#pragma unroll
+              for (int k = 0; k < kV; ++k) b[u].v[k] = s;
+            } else {
+              b[u] = *reinterpret_cast<const VIn*>(in1 + b_in1 + col);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t col = col0 + (int64_t{u} * kEwThreads + threadIdx.x) * kV;
+        if (col < p.inner) {
+          VOut r;
+#pragma unroll
+          for (int k = 0; k < kV; ++k) r.v[k] = fn(a[u].v[k], Fn::kInputs > 1 ? b[u].v[k] : In{});
+          *reinterpret_cast<VOut*>(out + b_out + col) = r;
+        }
+      }
+    } else {
+      In a[kU], b[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t col = col0 + int64_t{u} * kEwThreads + threadIdx.x;
+        if (col < p.inner) {
+          a[u] = in0[b_in0 + col * p.inner_stride[1]];
+          if constexpr (Fn::kInputs > 1) b[u] = in1[b_in1 + col * p.inner_stride[2]];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t col = col0 + int64_t{u} * kEwThreads + threadIdx.x;
+        if (col < p.inner) {
+          out[b_out + col * p.inner_stride[0]] = fn(a[u], Fn::kInputs > 1 ? b[u] : In{});
+        }
+      }
+    }
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------
+
+// Operands broadcast to `out`'s shape: dims in out order, outermost first.
+struct Layout {
+  int nd = 0;
+  int64_t shape[kMaxDims];
+  int64_t strides[3][kMaxDims];
+};
+
+// Right-aligns `t` to `out`'s rank; broadcast dims get stride 0.
+void broadcast_strides(const TensorRef& t, const TensorRef& out, int64_t* strides) {
+  const int lead = out.ndim - t.ndim;
+  for (int d = 0; d < out.ndim; ++d) {
+    const int td = d - lead;
+    if (td < 0 || t.shape[td] == 1) {
+      strides[d] = 0;
+    } else {
+      strides[d] = t.strides[td];
+    }
+  }
+}
+
+// Drops size-1 dims and merges dims contiguous in every operand.
+Layout coalesce(const TensorRef& out, const int64_t (*strides)[kMaxDims], int nops) {
+  Layout l;
+  for (int d = 0; d < out.ndim; ++d) {
+    if (out.shape[d] == 1) continue;
+    if (l.nd > 0) {
+      bool merge = true;
+      for (int k = 0; k < nops; ++k) {
+        if (l.strides[k][l.nd - 1] != strides[k][d] * out.shape[d]) merge = false;
+      }
+      if (merge) {
+        l.shape[l.nd - 1] *= out.shape[d];
+        for (int k = 0; k < nops; ++k) l.strides[k][l.nd - 1] = strides[k][d];
+        continue;
+      }
+    }
+    l.shape[l.nd] = out.shape[d];
+    for (int k = 0; k < nops; ++k) l.strides[k][l.nd] = strides[k][d];
+    ++l.nd;
+  }
+  if (l.nd == 0) {  // a single element
+    l.nd = 1;
+    l.shape[0] = 1;
+    for (int k = 0; k < nops; ++k) l.strides[k][0] = 1;
+  }
+  return l;
+}
+
+template <typename Fn>
+cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const void* in1,
+                          cudaStream_t stream) {
+  constexpr int kV = vec_width<Fn>();
+  constexpr int nops = Fn::kInputs + 1;
+  EwParams p{};
+  p.out = out;
+  p.in0 = in0;
+  p.in1 = in1;
+  p.inner = l.shape[l.nd - 1];
+  p.outer.n = l.nd - 1;
+  int64_t rows = 1;
+  for (int i = 0; i < l.nd - 1; ++i) {
+    const int d = l.nd - 2 - i;  // innermost outer dim first
+    p.outer.size[i] = l.shape[d];
+    for (int k = 0; k < nops; ++k) p.outer_stride[k][i] = l.strides[k][d];
+    rows *= l.shape[d];
+  }
+  for (int k = 0; k < nops; ++k) p.inner_stride[k] = l.strides[k][l.nd - 1];
+  if (rows == 0 || p.inner == 0) return cudaSuccess;
+
+  // 16-byte path: inner strides 1 (or 0 for an input), rows start on a vector.
+  bool vector = p.inner % kV == 0 && p.inner_stride[0] == 1;
+  const void* ptrs[3] = {out, in0, in1};
+  const size_t esize[3] = {sizeof(typename Fn::Out), sizeof(typename Fn::In),
+                           sizeof(typename Fn::In)};
+  for (int k = 0; k < nops && vector; ++k) {
+    const size_t align = esize[k] * kV;
+    if (p.inner_stride[k] != 0 && p.inner_stride[k] != 1) vector = false;
+    if (reinterpret_cast<uintptr_t>(ptrs[k]) % align != 0) vector = false;
+    if (p.inner_stride[k] == 1) {
+      for (int i = 0; i < p.outer.n; ++i) {
+        if ((p.outer_stride[k][i] * static_cast<int64_t>(esize[k])) % static_cast<int64_t>(align) != 0)
+          vector = false;
+      }
+    }
+  }
+  const int64_t tile = int64_t{kEwThreads} * kEwVectorsPerThread * kV;
+  p.tiles_per_row = ceil_div(p.inner, tile);
+  p.num_tiles = rows * p.tiles_per_row;
+  // Grid-stride beyond 2^20 tiles (each tile is ≥ 4096 elements, so a launch still
+  // covers ≥ 4 G elements before any block loops).
+  const unsigned grid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
+  if (vector) {
+    elementwise_kernel<Fn, true><<<grid, kEwThreads, 0, stream>>>(p);
+  } else {
+    elementwise_kernel<Fn, false><<<grid, kEwThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+template <typename Body>
+cudaError_t with_float_type(DType t, Body&& body) {
+  switch (t) {
+    case DType::f32: return body(float{});
+    case DType::f16: return body(__half{});
+    case DType::bf16: return body(__nv_bfloat16{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Body>
+cudaError_t with_cast_type(DType t, Body&& body) {
+  switch (t) {
+    case DType::f32: return body(float{});
+    case DType::f16: return body(__half{});
+    case DType::bf16: return body(__nv_bfloat16{});
+    case DType::i32: return body(int32_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+bool check_rank(const TensorRef& t, const char* name, std::string* why) {
+  if (t.ndim > kMaxDims) {
+    if (why) *why = std::string(name) + " has " + std::to_string(t.ndim) + " dims; at most " +
+                    std::to_string(kMaxDims) + " are supported";
+    return false;
+  }
+  return true;
+}
+
+bool check_float(const TensorRef& t, const char* name, std::string* why) {
+  if (!is_floating(t.dtype)) {
+    if (why) *why = std::string(name) + " dtype must be f32, f16 or bf16";
+    return false;
+  }
+  return true;
+}
+
+template <UnaryOp kOp>
+cudaError_t unary_typed(const TensorRef& x, const TensorRef& out, cudaStream_t stream) {
+  return with_float_type(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t s[3][kMaxDims];
+    for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
+    broadcast_strides(x, out, s[1]);
+    const Layout l = coalesce(out, s, 2);
+    return launch_layout<UnaryFn<T, kOp>>(l, out.data, x.data, nullptr, stream);
+  });
+}
+
+template <BinaryOp kOp>
+cudaError_t binary_typed(const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                         cudaStream_t stream) {
+  return with_float_type(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t s[3][kMaxDims];
+    for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
+    broadcast_strides(a, out, s[1]);
+    broadcast_strides(b, out, s[2]);
+    const Layout l = coalesce(out, s, 3);
+    return launch_layout<BinaryFn<T, kOp>>(l, out.data, a.data, b.data, stream);
+  });
+}
+
+}  // namespace
+
+bool can_implement_unary(UnaryOp, const TensorRef& x, const TensorRef& out, std::string* why) {
+  if (!check_rank(out, "out", why) || !check_float(x, "x", why)) return false;
+  if (x.dtype != out.dtype) {
+    if (why) *why = "x and out dtypes differ";
+    return false;
+  }
+  return true;
+}
+
+cudaError_t launch_unary(UnaryOp op, const TensorRef& x, const TensorRef& out,
+                         cudaStream_t stream) {
+  switch (op) {
+    case UnaryOp::neg: return unary_typed<UnaryOp::neg>(x, out, stream);
+    case UnaryOp::abs: return unary_typed<UnaryOp::abs>(x, out, stream);
+    case UnaryOp::exp: return unary_typed<UnaryOp::exp>(x, out, stream);
+    case UnaryOp::log: return unary_typed<UnaryOp::log>(x, out, stream);
+    case UnaryOp::sqrt: return unary_typed<UnaryOp::sqrt>(x, out, stream);
+    case UnaryOp::rsqrt: return unary_typed<UnaryOp::rsqrt>(x, out, stream);
+    case UnaryOp::tanh: return unary_typed<UnaryOp::tanh>(x, out, stream);
+    case UnaryOp::sigmoid: return unary_typed<UnaryOp::sigmoid>(x, out, stream);
+    case UnaryOp::relu: return unary_typed<UnaryOp::relu>(x, out, stream);
+    case UnaryOp::gelu_erf: return unary_typed<UnaryOp::gelu_erf>(x, out, stream);
+    case UnaryOp::gelu_tanh: return unary_typed<UnaryOp::gelu_tanh>(x, out, stream);
+    case UnaryOp::silu: return unary_typed<UnaryOp::silu>(x, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool can_implement_binary(BinaryOp, const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                          std::string* why) {
+  if (!check_rank(out, "out", why) || !check_float(out, "out", why)) return false;
+  if (a.dtype != out.dtype || b.dtype != out.dtype) {
+    if (why) *why = "a, b and out dtypes differ";
+    return false;
+  }
+  if (a.ndim > out.ndim || b.ndim > out.ndim) {
+    if (why) *why = "an input has more dims than out";
+    return false;
+  }
+  return true;
+}
+
+cudaError_t launch_binary(BinaryOp op, const TensorRef& a, const TensorRef& b,
+                          const TensorRef& out, cudaStream_t stream) {
+  switch (op) {
+    case BinaryOp::add: return binary_typed<BinaryOp::add>(a, b, out, stream);
+    case BinaryOp::sub: return binary_typed<BinaryOp::sub>(a, b, out, stream);
+    case BinaryOp::mul: return binary_typed<BinaryOp::mul>(a, b, out, stream);
+    case BinaryOp::div: return binary_typed<BinaryOp::div>(a, b, out, stream);
+    case BinaryOp::maximum: return binary_typed<BinaryOp::maximum>(a, b, out, stream);
+    case BinaryOp::minimum: return binary_typed<BinaryOp::minimum>(a, b, out, stream);
+    case BinaryOp::pow: return binary_typed<BinaryOp::pow>(a, b, out, stream);
+    case BinaryOp::swiglu: return binary_typed<BinaryOp::swiglu>(a, b, out, stream);
+    case BinaryOp::geglu_erf: return binary_typed<BinaryOp::geglu_erf>(a, b, out, stream);
+    case BinaryOp::geglu_tanh: return binary_typed<BinaryOp::geglu_tanh>(a, b, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool can_implement_cast(const TensorRef& x, const TensorRef& out, std::string* why) {
+  if (!check_rank(out, "out", why)) return false;
+  auto ok = [](DType t) { return is_floating(t) || t == DType::i32; };
+  if (!ok(x.dtype) || !ok(out.dtype)) {
+    if (why) *why = "cast dtypes must be f32, f16, bf16 or i32";
+    return false;
+  }
+  return true;
+}
+
+cudaError_t launch_cast(const TensorRef& x, const TensorRef& out, cudaStream_t stream) {
+  return with_cast_type(x.dtype, [&](auto in_tag) {
+    return with_cast_type(out.dtype, [&](auto out_tag) {
+      using TIn = decltype(in_tag);
+      using TOut = decltype(out_tag);
+      int64_t s[3][kMaxDims];
+      for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
+      broadcast_strides(x, out, s[1]);
+      const Layout l = coalesce(out, s, 2);
+      return launch_layout<CastFn<TIn, TOut>>(l, out.data, x.data, nullptr, stream);
+    });
+  });
+}
+
+}  // namespace gk::kernels::reductions

@@ -1,0 +1,369 @@
+// layernorm / rmsnorm (+ residual add), over the last axis of length H.
+//
+// CACHED (last-axis stride 1 everywhere, H ≤ 32768): one read of x (and residual),
+// one write of out (and sum).
+//   for row in grid-stride(rows):                 // kTpr threads per row (rows.cuh)
+//     v[kE] = x[row] (+ residual[row], rounded to T and written to sum[row])
+//     layernorm: mean = group sum(v)/H; var = group sum((v-mean)²)/H  (two passes
+//                over registers, so no E[x²]-E[x]² cancellation)
+//     rmsnorm:   ms = group sum(v²)/H
+//     out[row] = (v - mean) / sqrt(var + eps) · weight + bias   (16-byte weight loads)
+// CHUNKED (H > 32768): chunks of 512 threads × 32 in registers.
+//   STATS: block per (row, chunk): (n, mean, M2) of the chunk (Σv² for rms) →
+//          workspace; add_*: writes sum
+//   WRITE: every thread merges the row's chunk stats in chunk order (Chan et al.),
+//          re-reads its chunk (from sum for add_*), normalises, writes.
+// STRIDED (anything else): thread per row, three passes over the row.
+#include <cmath>
+
+#include "device.cuh"
+#include "norm.cuh"
+#include "rows.cuh"
+#include "tuning.cuh"
+
+namespace gk::kernels::reductions {
+namespace {
+
+using rows::block_threads;
+using rows::RowOperands;
+
+struct NormParams {
+  const void* x;
+  const void* res;
+  const void* weight;
+  const void* bias;
+  void* out;
+  void* sum;
+  void* partials;
+  RowOperands ops;  // 0 x, 1 out, 2 residual, 3 sum
+  int64_t rows, k, chunks;
+  int64_t last[4];  // last-axis strides (strided path)
+  int64_t w_stride, b_stride;
+  float eps;
+  int rms;
+};
+
+constexpr int kChunkTpr = 512;
+constexpr int kChunkE = 32;
+static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
+
+// Loads x (+ residual) for one row or chunk into v; writes sum for add_*.
+template <typename T, int kTpr, int kE, bool kVec>
+__device__ __forceinline__ void load_input(const NormParams& p, int64_t row, int64_t begin,
+                                           int64_t len, int t, float (&v)[kE]) {
+  const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]) + begin;
+  rows::load_row<T, kTpr, kE, kVec>(x, len, t, 0.0f, v);
+  if (p.res != nullptr) {
+    const T* r = static_cast<const T*>(p.res) + offset_of(row, p.ops.outer, p.ops.stride[2]) + begin;
+    float rv[kE];
+    rows::load_row<T, kTpr, kE, kVec>(r, len, t, 0.0f, rv);
+#pragma unroll
+    for (int s = 0; s < kE; ++s) v[s] = to_f32(from_f32<T>(v[s] + rv[s]));
+    T* sum = static_cast<T*>(p.sum) + offset_of(row, p.ops.outer, p.ops.stride[3]) + begin;
+    rows::store_row<T, kTpr, kE, kVec>(sum, len, t, v);
+  }
+}
+
+// out = (v - mean) * inv * weight + bias for the slots of one row or chunk.
+template <typename T, int kTpr, int kE, bool kVec>
+__device__ __forceinline__ void write_output(const NormParams& p, int64_t row, int64_t begin,
+                                             int64_t len, int t, float mean, float inv,
+                                             float (&v)[kE]) {
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  if constexpr (kVec) {
+    constexpr int kV = Vec16<T>::kN;
+#pragma unroll
+    for (int u = 0; u < kE / kV; ++u) {
+      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      if (i < len) {
+        Vec16<T> wv, bv;
+        if (w) wv = load_vec(w + begin + i);
+        if (b) bv = load_vec(b + begin + i);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          float y = (v[u * kV + e] - mean) * inv;
+          if (w) y *= to_f32(wv.v[e]);
+          if (b) y += to_f32(bv.v[e]);
+          v[u * kV + e] = y;
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kE; ++s) {
+      const int64_t i = int64_t{s} * kTpr + t;
+      if (i < len) {
+        float y = (v[s] - mean) * inv;
+        if (w) y *= to_f32(w[begin + i]);
+        if (b) y += to_f32(b[begin + i]);
+        v[s] = y;
+      }
+    }
+  }
+  T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]) + begin;
+  rows::store_row<T, kTpr, kE, kVec>(out, len, t, v);
+}
+
+template <typename T, int kTpr, int kE, bool kVec>
+__global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(NormParams p) {
+  constexpr int kGroups = block_threads<kTpr>() / kTpr;
+  __shared__ float scratch[32];
+  const int t = threadIdx.x % kTpr;
+  const float inv_k = 1.0f / static_cast<float>(p.k);
+  for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
+       row0 += int64_t{gridDim.x} * kGroups) {
+    const int64_t row = row0 + threadIdx.x / kTpr;
+    if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
+    float v[kE];
+    load_input<T, kTpr, kE, kVec>(p, row, 0, p.k, t, v);
+    float mean = 0.0f, sq = 0.0f;
+    if (!p.rms) {
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kE; ++i) s += v[i];
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
+    }
+#pragma unroll
+    for (int i = 0; i < kE; ++i) {
+      const float d = v[i] - mean;
+      if (rows::slot_index<T, kTpr, kVec>(i, t) < p.k) sq += d * d;
+    }
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
+    const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
+    write_output<T, kTpr, kE, kVec>(p, row, 0, p.k, t, mean, inv, v);
+  }
+}
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kChunkTpr) norm_chunk_stats_kernel(NormParams p) {
+  __shared__ float scratch[32];
+  const int t = threadIdx.x;
+  for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
+    const int64_t row = item / p.chunks;
+    const int64_t c = item - row * p.chunks;
+    const int64_t begin = c * tuning::kRowChunk;
+    const int64_t len = p.k - begin < tuning::kRowChunk ? p.k - begin : tuning::kRowChunk;
+    float v[kChunkE];
+    load_input<T, kChunkTpr, kChunkE, kVec>(p, row, begin, len, t, v);
+    float mean = 0.0f, sq = 0.0f;
+    if (!p.rms) {
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kChunkE; ++i) s += v[i];
+      mean = block_all_reduce(s, AddOp{}, scratch) / static_cast<float>(len);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunkE; ++i) {
+      const float d = v[i] - mean;
+      if (rows::slot_index<T, kChunkTpr, kVec>(i, t) < len) sq += d * d;
+    }
+    sq = block_all_reduce(sq, AddOp{}, scratch);
+    if (t == 0) {
+      float* part = static_cast<float*>(p.partials) + item * 3;
+      part[0] = static_cast<float>(len);
+      part[1] = mean;
+      part[2] = sq;
+    }
+  }
+}
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kChunkTpr) norm_chunk_write_kernel(NormParams p) {
+  const int t = threadIdx.x;
+  for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
+    const int64_t row = item / p.chunks;
+    const int64_t c = item - row * p.chunks;
+    const float* part = static_cast<const float*>(p.partials) + row * p.chunks * 3;
+    // Chan et al. pairwise merge, chunk order fixed.
+    float n = part[0], mean = part[1], m2 = part[2];
+    for (int64_t i = 1; i < p.chunks; ++i) {
+      const float nb = part[3 * i], mb = part[3 * i + 1], m2b = part[3 * i + 2];
+      const float nn = n + nb;
+      const float delta = mb - mean;
+      mean += delta * (nb / nn);
+      m2 += m2b + delta * delta * (n * nb / nn);
+      n = nn;
+    }
+    if (p.rms) mean = 0.0f;  // rms partials hold Σv² in m2 with mean 0
+    const float inv = 1.0f / sqrtf(m2 / static_cast<float>(p.k) + p.eps);
+    const int64_t begin = c * tuning::kRowChunk;
+    const int64_t len = p.k - begin < tuning::kRowChunk ? p.k - begin : tuning::kRowChunk;
+    const bool from_sum = p.res != nullptr;
+    const T* src = from_sum
+        ? static_cast<const T*>(p.sum) + offset_of(row, p.ops.outer, p.ops.stride[3]) + begin
+        : static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]) + begin;
+    float v[kChunkE];
+    rows::load_row<T, kChunkTpr, kChunkE, kVec>(src, len, t, 0.0f, v);
+    write_output<T, kChunkTpr, kChunkE, kVec>(p, row, begin, len, t, mean, inv, v);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) norm_strided_kernel(NormParams p) {
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < p.rows;
+       row += int64_t{gridDim.x} * blockDim.x) {
+    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
+    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
+    const T* r = p.res ? static_cast<const T*>(p.res) + offset_of(row, p.ops.outer, p.ops.stride[2])
+                       : nullptr;
+    T* sum = p.sum ? static_cast<T*>(p.sum) + offset_of(row, p.ops.outer, p.ops.stride[3]) : nullptr;
+    // The values normalised: x, or x + residual rounded to T (read back from sum).
+    auto value = [&](int64_t i) {
+      return r ? to_f32(sum[i * p.last[3]]) : to_f32(x[i * p.last[0]]);
+    };
+    float s = 0.0f;
+    for (int64_t i = 0; i < p.k; ++i) {
+      float v;
+      if (r) {
+        const T st = from_f32<T>(to_f32(x[i * p.last[0]]) + to_f32(r[i * p.last[2]]));
+        sum[i * p.last[3]] = st;
+        v = to_f32(st);
+      } else {
+        v = to_f32(x[i * p.last[0]]);
+      }
+      s += v;
+    }
+    const float mean = p.rms ? 0.0f : s / static_cast<float>(p.k);
+    float sq = 0.0f;
+    for (int64_t i = 0; i < p.k; ++i) {
+      const float d = value(i) - mean;
+      sq += d * d;
+    }
+    const float inv = 1.0f / sqrtf(sq / static_cast<float>(p.k) + p.eps);
+    for (int64_t i = 0; i < p.k; ++i) {
+      float y = (value(i) - mean) * inv;
+      if (w) y *= to_f32(w[i * p.w_stride]);
+      if (b) y += to_f32(b[i * p.b_stride]);
+      out[i * p.last[1]] = from_f32<T>(y);
+    }
+  }
+}
+
+unsigned capped_grid(int64_t blocks) {
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+
+// Tensors of the call: x, out, then residual and sum when present.
+int gather(const NormArgs& a, const TensorRef** ts) {
+  ts[0] = &a.x;
+  ts[1] = &a.out;
+  if (a.residual) {
+    ts[2] = a.residual;
+    ts[3] = a.sum;
+    return 4;
+  }
+  return 2;
+}
+
+bool use_rows_path(const NormArgs& a) {
+  const int last = a.x.ndim - 1;
+  const int64_t h = a.x.shape[last];
+  if (h == 1) return true;
+  const TensorRef* ts[4];
+  const int n = gather(a, ts);
+  for (int i = 0; i < n; ++i)
+    if (ts[i]->strides[last] != 1) return false;
+  if (a.weight && a.weight->strides[0] != 1) return false;
+  if (a.bias && a.bias->strides[0] != 1) return false;
+  return true;
+}
+
+template <typename T>
+cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
+  const int last = a.x.ndim - 1;
+  NormParams p{};
+  p.x = a.x.data;
+  p.res = a.residual ? a.residual->data : nullptr;
+  p.weight = a.weight ? a.weight->data : nullptr;
+  p.bias = a.bias ? a.bias->data : nullptr;
+  p.out = a.out.data;
+  p.sum = a.sum ? a.sum->data : nullptr;
+  p.partials = ws;
+  p.k = a.x.shape[last];
+  p.eps = a.eps;
+  p.rms = a.rms ? 1 : 0;
+  p.w_stride = a.weight ? a.weight->strides[0] : 0;
+  p.b_stride = a.bias ? a.bias->strides[0] : 0;
+  const TensorRef* ts[4];
+  const int n = gather(a, ts);
+  p.ops = rows::make_row_operands(ts, n, last);
+  for (int i = 0; i < n; ++i) p.last[i] = ts[i]->strides[last];
+  p.rows = 1;
+  for (int i = 0; i < p.ops.outer.n; ++i) p.rows *= p.ops.outer.size[i];
+  if (p.k == 0 || p.rows == 0 || a.x.numel() == 0) return cudaSuccess;
+
+  if (!use_rows_path(a)) {
+    norm_strided_kernel<T><<<capped_grid(ceil_div(p.rows, 256)), 256, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  constexpr int kV = Vec16<T>::kN;
+  bool vec = p.k % kV == 0 && rows::rows_aligned16(p.ops, ts, n);
+  if (a.weight && !aligned16(a.weight->data)) vec = false;
+  if (a.bias && !aligned16(a.bias->data)) vec = false;
+  if (p.k > rows::kMaxCachedRow) {
+    p.chunks = ceil_div(p.k, tuning::kRowChunk);
+    const unsigned grid = capped_grid(p.rows * p.chunks);
+    if (vec) {
+      norm_chunk_stats_kernel<T, true><<<grid, kChunkTpr, 0, stream>>>(p);
+      norm_chunk_write_kernel<T, true><<<grid, kChunkTpr, 0, stream>>>(p);
+    } else {
+      norm_chunk_stats_kernel<T, false><<<grid, kChunkTpr, 0, stream>>>(p);
+      norm_chunk_write_kernel<T, false><<<grid, kChunkTpr, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
+  }
+  return rows::with_row_config(p.k, [&](auto tpr, auto e) {
+    constexpr int kTpr = decltype(tpr)::value;
+    constexpr int kE = decltype(e)::value;
+    constexpr int kThreads = block_threads<kTpr>();
+    const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
+    if (vec) {
+      norm_cached_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+    } else {
+      norm_cached_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace
+
+bool can_implement_norm(const NormArgs& a, std::string* why) {
+  auto fail = [&](const char* m) {
+    if (why) *why = m;
+    return false;
+  };
+  if (!is_floating(a.x.dtype)) return fail("x dtype must be f32, f16 or bf16");
+  if (a.x.ndim < 1 || a.x.ndim > kMaxDims) return fail("x must have 1 to 8 dims");
+  if (a.out.dtype != a.x.dtype) return fail("out dtype must equal x dtype");
+  if (a.residual && (!a.sum || a.residual->dtype != a.x.dtype || a.sum->dtype != a.x.dtype))
+    return fail("residual and sum must be given together with x's dtype");
+  if (a.weight && (a.weight->dtype != a.x.dtype || a.weight->ndim != 1))
+    return fail("weight must be 1-D with x's dtype");
+  if (a.bias && (a.bias->dtype != a.x.dtype || a.bias->ndim != 1))
+    return fail("bias must be 1-D with x's dtype");
+  if (a.rms && a.bias) return fail("rmsnorm takes no bias");
+  return true;
+}
+
+size_t norm_workspace_bytes(const NormArgs& a) {
+  if (a.x.ndim < 1 || !use_rows_path(a)) return 0;
+  const int64_t k = a.x.shape[a.x.ndim - 1];
+  if (k <= rows::kMaxCachedRow) return 0;
+  return static_cast<size_t>(a.x.numel() / k * ceil_div(k, tuning::kRowChunk) * 3) * sizeof(float);
+}
+
+cudaError_t launch_norm(const NormArgs& a, void* workspace, cudaStream_t stream) {
+  if (norm_workspace_bytes(a) > 0 && workspace == nullptr) return cudaErrorInvalidValue;
+  switch (a.x.dtype) {
+    case DType::f32: return run<float>(a, workspace, stream);
+    case DType::f16: return run<__half>(a, workspace, stream);
+    case DType::bf16: return run<__nv_bfloat16>(a, workspace, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace gk::kernels::reductions

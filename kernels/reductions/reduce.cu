@@ -1,0 +1,589 @@
+// Reductions over any set of axes.
+//
+// Host: split x's dims into kept (M outputs) and reduced (K elements each), drop
+// size-1 dims, merge dims contiguous in x (and, for kept dims, in out). Then:
+//
+// ROW, the reduced block is innermost and contiguous (includes "all elements"):
+//   for (row, chunk) in grid-stride(M * chunks):   // a warp (K ≤ 1024) or a block
+//     base = offset_of(row, kept dims)
+//     for i in chunk, step tpr*V*4:                // 4 × 16-byte loads in flight
+//       acc = combine(acc, x[base + i + lane*V .. +V])   // fixed per-thread order
+//     acc = fixed xor-butterfly over the warp, then warps in order
+//     chunks == 1 ? out[row] = finalize(acc) : partials[row][chunk] = acc
+//   FINALIZE (chunks > 1): one warp per row combines partials[row][0..chunks) in a
+//   fixed lane-strided order and a butterfly.
+// COL, the innermost x dim is kept (reduce over outer axes):
+//   block (32 × 8): x → V adjacent output columns per thread (16-byte loads across
+//   the warp), y → every 8th reduced index; grid = (column tiles × outer kept,
+//   chunks of the reduced range). The 8 y-partials meet in shared memory and are
+//   combined in y order; chunks > 1 writes partials[col][chunk] for FINALIZE.
+// GENERIC (neither): ROW with the reduced offset decomposed per element.
+//
+// Determinism: the chunking, the per-thread order and both trees depend only on the
+// shape, never on timing or the device; no atomics are used.
+#include <cmath>
+#include <cstdint>
+
+#include "device.cuh"
+#include "reduce.cuh"
+#include "tuning.cuh"
+
+namespace gk::kernels::reductions {
+namespace {
+
+using tuning::kMaxPartials;
+using tuning::kMinChunk;
+using tuning::kReduceThreads;
+using tuning::kTargetBlocks;
+using tuning::kWarpRowMax;
+
+struct ArgAcc {
+  float v;
+  int64_t i;
+};
+
+template <ReduceOp kOp>
+struct Red {
+  static constexpr bool kArg = kOp == ReduceOp::argmax || kOp == ReduceOp::argmin;
+  using Acc = std::conditional_t<kArg, ArgAcc, float>;
+
+  __device__ __forceinline__ static Acc identity() {
+    if constexpr (kOp == ReduceOp::sum || kOp == ReduceOp::mean) return 0.0f;
+    if constexpr (kOp == ReduceOp::prod) return 1.0f;
+    if constexpr (kOp == ReduceOp::max) return -INFINITY;
+    if constexpr (kOp == ReduceOp::min) return INFINITY;
+    if constexpr (kOp == ReduceOp::argmax) return ArgAcc{-INFINITY, INT64_MAX};
+    if constexpr (kOp == ReduceOp::argmin) return ArgAcc{INFINITY, INT64_MAX};
+  }
+  __device__ __forceinline__ static Acc from(float v, int64_t i) {
+    if constexpr (kArg) {
+      return ArgAcc{v, i};
+    } else {
+      return v;
+    }
+  }
+  // b replaces a when b is more extreme, or equally extreme with a lower index; a NaN
+  // is the most extreme value. The winner is unique, so any tree order gives it.
+  __device__ __forceinline__ static Acc combine(Acc a, Acc b) {
+    if constexpr (kOp == ReduceOp::sum || kOp == ReduceOp::mean) return a + b;
+    if constexpr (kOp == ReduceOp::prod) return a * b;
+    if constexpr (kOp == ReduceOp::max) return nan_max(a, b);
+    if constexpr (kOp == ReduceOp::min) return nan_min(a, b);
+    if constexpr (kArg) {
+      const bool an = a.v != a.v, bn = b.v != b.v;
+      bool take;
+      if (an || bn) {
+        take = (bn && !an) || (an && bn && b.i < a.i);
+      } else if (kOp == ReduceOp::argmax) {
+        take = b.v > a.v || (b.v == a.v && b.i < a.i);
+      } else {
+        take = b.v < a.v || (b.v == a.v && b.i < a.i);
+      }
+      return take ? b : a;
+    }
+  }
+  __device__ __forceinline__ static Acc shfl_xor(Acc a, int off) {
+    if constexpr (kArg) {
+      return ArgAcc{__shfl_xor_sync(0xffffffffu, a.v, off),
+                    static_cast<int64_t>(__shfl_xor_sync(
+                        0xffffffffu, static_cast<long long>(a.i), off))};
+    } else {
+      return __shfl_xor_sync(0xffffffffu, a, off);
+    }
+  }
+  __device__ __forceinline__ static Acc warp_reduce(Acc a) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) a = combine(a, shfl_xor(a, off));
+    return a;
+  }
+  template <typename T>
+  __device__ __forceinline__ static void write(void* out, int64_t off, Acc a, int64_t k) {
+    if constexpr (kArg) {
+      static_cast<int64_t*>(out)[off] = a.i;
+    } else if constexpr (kOp == ReduceOp::mean) {
+      static_cast<T*>(out)[off] = from_f32<T>(static_cast<float>(
+          static_cast<double>(a) / static_cast<double>(k)));
+    } else {
+      static_cast<T*>(out)[off] = from_f32<T>(a);
+    }
+  }
+};
+
+struct Plan {
+  enum Kind { kRow, kCol, kGeneric } kind = kRow;
+  bool vector = false;
+  int tpr = 32;          // ROW: threads per row
+  Dims kept;             // innermost first
+  int64_t kept_x[kMaxDims] = {};
+  int64_t kept_out[kMaxDims] = {};
+  Dims red;              // innermost first
+  int64_t red_x[kMaxDims] = {};
+  int64_t m = 1, k = 1;
+  int64_t chunks = 1, chunk_len = 0;
+  int64_t col_tiles = 0; // COL: tiles of 32*V columns over the innermost kept dim
+};
+
+struct RowParams {
+  const void* x;
+  void* out;
+  void* partials;
+  Dims kept;
+  int64_t kept_x[kMaxDims];
+  int64_t kept_out[kMaxDims];
+  Dims red;
+  int64_t red_x[kMaxDims];
+  int64_t m, k, chunks, chunk_len;
+};
+
+struct ColParams {
+  const void* x;
+  void* out;
+  void* partials;
+  Dims kept;              // for output offsets, innermost first
+  int64_t kept_out[kMaxDims];
+  Dims outer;             // kept dims without the innermost one
+  int64_t outer_x[kMaxDims];
+  Dims red;
+  int64_t red_x[kMaxDims];
+  int64_t j;              // innermost kept dim size (x stride 1)
+  int64_t m, k, chunks, chunk_len, col_tiles;
+};
+
+constexpr int kUnroll = 4;  // independent 16-byte loads per thread per step
+
+enum RowMode { kRowVector = 0, kRowScalar = 1, kRowGeneric = 2 };
+
+template <typename T, ReduceOp kOp, int kTpr, int kMode>
+__global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p) {
+  using R = Red<kOp>;
+  using Acc = typename R::Acc;
+  constexpr int kV = kMode == kRowVector ? Vec16<T>::kN : 1;
+  constexpr int kGroups = kReduceThreads / kTpr;
+  __shared__ Acc scratch[kReduceThreads / 32];
+  const T* x = static_cast<const T*>(p.x);
+  const int t = threadIdx.x % kTpr;
+  const int group = threadIdx.x / kTpr;
+  const int64_t items = p.m * p.chunks;
+
+  for (int64_t base_item = int64_t{blockIdx.x} * kGroups; base_item < items;
+       base_item += int64_t{gridDim.x} * kGroups) {
+    const int64_t item = base_item + group;
+    Acc acc = R::identity();
+    int64_t row = 0, chunk = 0;
+    if (item < items) {
+      row = item / p.chunks;
+      chunk = item - row * p.chunks;
+      const int64_t base = offset_of(row, p.kept, p.kept_x);
+      const int64_t begin = chunk * p.chunk_len;
+      const int64_t end = begin + p.chunk_len < p.k ? begin + p.chunk_len : p.k;
+      constexpr int64_t kStep = int64_t{kTpr} * kV * kUnroll;
+      for (int64_t i0 = begin + int64_t{t} * kV; i0 < end; i0 += kStep) {
+        if constexpr (kMode == kRowVector) {
+          Vec16<T> v[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int64_t i = i0 + int64_t{u} * kTpr * kV;
+            if (i < end) v[u] = load_vec_stream(x + base + i);
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int64_t i = i0 + int64_t{u} * kTpr * kV;
+            if (i < end) {
+#pragma unroll
+              for (int e = 0; e < kV; ++e) acc = R::combine(acc, R::from(to_f32(v[u].v[e]), i + e));
+            }
+          }
+        } else {
+          float v[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int64_t i = i0 + int64_t{u} * kTpr;
+            if (i < end) {
+              const int64_t off = kMode == kRowScalar ? i : offset_of(i, p.red, p.red_x);
+              v[u] = to_f32(x[base + off]);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int64_t i = i0 + int64_t{u} * kTpr;
+            if (i < end) acc = R::combine(acc, R::from(v[u], i));
+          }
+        }
+      }
+    }
+    acc = R::warp_reduce(acc);
+    if constexpr (kTpr > 32) {
+      __syncthreads();
+      if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = acc;
+      __syncthreads();
+      acc = scratch[0];
+      for (int w = 1; w < kTpr / 32; ++w) acc = R::combine(acc, scratch[w]);
+    }
+    if (item < items && t == 0) {
+      if (p.chunks == 1) {
+        R::template write<T>(p.out, offset_of(row, p.kept, p.kept_out), acc, p.k);
+      } else {
+        static_cast<Acc*>(p.partials)[row * p.chunks + chunk] = acc;
+      }
+    }
+  }
+}
+
+constexpr int kColX = 32;
+constexpr int kColY = kReduceThreads / kColX;
+
+template <typename T, ReduceOp kOp, bool kVector>
+__global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p) {
+  using R = Red<kOp>;
+  using Acc = typename R::Acc;
+  constexpr int kV = kVector ? Vec16<T>::kN : 1;
+  __shared__ Acc scratch[kColY][kColX * kV];
+  const T* x = static_cast<const T*>(p.x);
+  const int tx = threadIdx.x % kColX;
+  const int ty = threadIdx.x / kColX;
+  const int64_t outer_idx = blockIdx.x / p.col_tiles;
+  const int64_t tile = blockIdx.x - outer_idx * p.col_tiles;
+  const int64_t j0 = (tile * kColX + tx) * kV;
+  const int64_t chunk = blockIdx.y;
+  const bool active = j0 < p.j;
+
+  Acc acc[kV];
+#pragma unroll
+  for (int e = 0; e < kV; ++e) acc[e] = R::identity();
+  if (active) {
+    const int64_t base = offset_of(outer_idx, p.outer, p.outer_x) + j0;
+    const int64_t begin = chunk * p.chunk_len;
+    const int64_t end = begin + p.chunk_len < p.k ? begin + p.chunk_len : p.k;
+    for (int64_t r0 = begin + ty; r0 < end; r0 += kColY * kUnroll) {
+      Vec16<T> vv[kUnroll];
+      T vs[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + u * kColY;
+        if (r < end) {
+          const int64_t off = p.red.n == 1 ? r * p.red_x[0] : offset_of(r, p.red, p.red_x);
+          if constexpr (kVector) {
+            vv[u] = load_vec_stream(x + base + off);
+          } else {
+            vs[u] = x[base + off];
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + u * kColY;
+        if (r < end) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) {
+            const float v = kVector ? to_f32(vv[u].v[e]) : to_f32(vs[u]);
+            acc[e] = R::combine(acc[e], R::from(v, r));
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kV; ++e) scratch[ty][tx * kV + e] = acc[e];
+  __syncthreads();
+  if (ty == 0 && active) {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      Acc a = scratch[0][tx * kV + e];
+      for (int y = 1; y < kColY; ++y) a = R::combine(a, scratch[y][tx * kV + e]);
+      const int64_t col = j0 + e;
+      if (col < p.j) {
+        const int64_t o = outer_idx * p.j + col;
+        if (p.chunks == 1) {
+          R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), a, p.k);
+        } else {
+          static_cast<Acc*>(p.partials)[o * p.chunks + chunk] = a;
+        }
+      }
+    }
+  }
+}
+
+// One warp per output; with chunks == 0 it writes the empty-reduction value.
+template <typename T, ReduceOp kOp>
+__global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowParams p) {
+  using R = Red<kOp>;
+  using Acc = typename R::Acc;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t{gridDim.x} * (kReduceThreads / 32);
+  const Acc* partials = static_cast<const Acc*>(p.partials);
+  for (int64_t o = int64_t{blockIdx.x} * (kReduceThreads / 32) + threadIdx.x / 32; o < p.m;
+       o += warps) {
+    Acc acc = R::identity();
+    for (int64_t c = lane; c < p.chunks; c += 32) acc = R::combine(acc, partials[o * p.chunks + c]);
+    acc = R::warp_reduce(acc);
+    if (lane == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------
+
+size_t acc_size(ReduceOp op) {
+  return (op == ReduceOp::argmax || op == ReduceOp::argmin) ? sizeof(ArgAcc) : sizeof(float);
+}
+
+// Builds the plan; returns false (with why) when the call cannot be laid out.
+bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& out, Plan* plan,
+               std::string* why) {
+  if (x.ndim > kMaxDims || out.ndim > kMaxDims) {
+    if (why) *why = "more than " + std::to_string(kMaxDims) + " dims";
+    return false;
+  }
+  const bool keep = out.ndim == x.ndim;
+  // Outermost-first lists, size-1 dims dropped.
+  int nk = 0, nr = 0;
+  int64_t ks[kMaxDims], kx[kMaxDims], ko[kMaxDims], rs[kMaxDims], rx[kMaxDims];
+  int od = 0;
+  plan->m = 1;
+  plan->k = 1;
+  for (int d = 0; d < x.ndim; ++d) {
+    const bool reduced = (mask >> d) & 1u;
+    int64_t ostride = 0;
+    if (keep) {
+      ostride = out.strides[d];
+    } else if (!reduced) {
+      if (od >= out.ndim) {
+        if (why) *why = "out has fewer dims than the kept dims of x";
+        return false;
+      }
+      ostride = out.strides[od++];
+    }
+    if (reduced) {
+      plan->k *= x.shape[d];
+      if (x.shape[d] == 1) continue;
+      if (nr > 0 && rx[nr - 1] == x.strides[d] * x.shape[d]) {
+        rs[nr - 1] *= x.shape[d];
+        rx[nr - 1] = x.strides[d];
+      } else {
+        rs[nr] = x.shape[d];
+        rx[nr] = x.strides[d];
+        ++nr;
+      }
+    } else {
+      plan->m *= x.shape[d];
+      if (x.shape[d] == 1) continue;
+      if (nk > 0 && kx[nk - 1] == x.strides[d] * x.shape[d] &&
+          ko[nk - 1] == ostride * x.shape[d]) {
+        ks[nk - 1] *= x.shape[d];
+        kx[nk - 1] = x.strides[d];
+        ko[nk - 1] = ostride;
+      } else {
+        ks[nk] = x.shape[d];
+        kx[nk] = x.strides[d];
+        ko[nk] = ostride;
+        ++nk;
+      }
+    }
+  }
+  plan->kept.n = nk;
+  for (int i = 0; i < nk; ++i) {
+    plan->kept.size[i] = ks[nk - 1 - i];
+    plan->kept_x[i] = kx[nk - 1 - i];
+    plan->kept_out[i] = ko[nk - 1 - i];
+  }
+  plan->red.n = nr;
+  for (int i = 0; i < nr; ++i) {
+    plan->red.size[i] = rs[nr - 1 - i];
+    plan->red_x[i] = rx[nr - 1 - i];
+  }
+
+  const int64_t esize = static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t v = 16 / esize;
+  auto all_aligned = [&](const int64_t* strides, int n) {
+    for (int i = 0; i < n; ++i)
+      if ((strides[i] * esize) % 16 != 0) return false;
+    return true;
+  };
+
+  if (nr <= 1 && (nr == 0 || plan->red_x[0] == 1)) {
+    plan->kind = Plan::kRow;
+  } else if (nk >= 1 && plan->kept_x[0] == 1) {
+    plan->kind = Plan::kCol;
+  } else {
+    plan->kind = Plan::kGeneric;
+  }
+
+  if (plan->kind == Plan::kCol) {
+    const int64_t j = plan->kept.size[0];
+    plan->vector = j % v == 0 && aligned16(x.data) && all_aligned(plan->kept_x + 1, nk - 1) &&
+                   all_aligned(plan->red_x, nr);
+    const int64_t vw = plan->vector ? v : 1;
+    plan->col_tiles = ceil_div(j, kColX * vw);
+    const int64_t blocks = plan->col_tiles * (plan->m / j);
+    int64_t chunks = 1;
+    if (blocks < kTargetBlocks) {
+      chunks = ceil_div(kTargetBlocks, blocks);
+      // Each y-thread keeps ≥ 32 reduced rows so a chunk amortises its start.
+      const int64_t max_by_len = ceil_div(plan->k, int64_t{kColY} * 32);
+      if (chunks > max_by_len) chunks = max_by_len;
+      if (chunks > kMaxPartials) chunks = kMaxPartials;
+      if (chunks < 1) chunks = 1;
+    }
+    plan->chunk_len = ceil_div(plan->k, chunks);
+    plan->chunks = ceil_div(plan->k, plan->chunk_len);
+    if (plan->chunks > 65535) {
+      if (why) *why = "too many reduction chunks";
+      return false;
+    }
+    return true;
+  }
+
+  plan->tpr = plan->k <= kWarpRowMax ? 32 : kReduceThreads;
+  plan->vector = plan->kind == Plan::kRow && plan->k % v == 0 && aligned16(x.data) &&
+                 all_aligned(plan->kept_x, nk);
+  int64_t chunks = 1;
+  if (plan->tpr == kReduceThreads && plan->m < kTargetBlocks) {
+    chunks = ceil_div(kTargetBlocks, plan->m);
+    const int64_t max_by_len = ceil_div(plan->k, kMinChunk);
+    if (chunks > max_by_len) chunks = max_by_len;
+    if (chunks > kMaxPartials) chunks = kMaxPartials;
+  }
+  // Chunk starts stay on 16-byte vectors: lengths are multiples of 1024 elements.
+  plan->chunk_len = chunks == 1 ? plan->k : ceil_div(ceil_div(plan->k, chunks), 1024) * 1024;
+  plan->chunks = chunks == 1 ? 1 : ceil_div(plan->k, plan->chunk_len);
+  return true;
+}
+
+template <typename T, ReduceOp kOp>
+cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out, void* workspace,
+                     cudaStream_t stream) {
+  RowParams rp{};
+  rp.x = x.data;
+  rp.out = out.data;
+  rp.partials = workspace;
+  rp.kept = plan.kept;
+  for (int i = 0; i < kMaxDims; ++i) {
+    rp.kept_x[i] = plan.kept_x[i];
+    rp.kept_out[i] = plan.kept_out[i];
+    rp.red_x[i] = plan.red_x[i];
+  }
+  rp.red = plan.red;
+  rp.m = plan.m;
+  rp.k = plan.k;
+  rp.chunks = plan.chunks;
+  rp.chunk_len = plan.chunk_len;
+  if (plan.m == 0) return cudaSuccess;
+  auto grid_for = [](int64_t blocks) {
+    return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+  };
+
+  if (plan.k == 0) {  // empty reduction: sum 0, prod 1, mean NaN
+    rp.chunks = 0;
+    reduce_finalize_kernel<T, kOp>
+        <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(rp);
+    return cudaGetLastError();
+  }
+
+  if (plan.kind == Plan::kCol) {
+    ColParams cp{};
+    cp.x = x.data;
+    cp.out = out.data;
+    cp.partials = workspace;
+    cp.kept = plan.kept;
+    for (int i = 0; i < kMaxDims; ++i) {
+      cp.kept_out[i] = plan.kept_out[i];
+      cp.red_x[i] = plan.red_x[i];
+    }
+    cp.outer.n = plan.kept.n - 1;
+    for (int i = 1; i < plan.kept.n; ++i) {
+      cp.outer.size[i - 1] = plan.kept.size[i];
+      cp.outer_x[i - 1] = plan.kept_x[i];
+    }
+    cp.red = plan.red;
+    cp.j = plan.kept.size[0];
+    cp.m = plan.m;
+    cp.k = plan.k;
+    cp.chunks = plan.chunks;
+    cp.chunk_len = plan.chunk_len;
+    cp.col_tiles = plan.col_tiles;
+    const int64_t blocks = plan.col_tiles * (plan.m / cp.j);
+    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.chunks));
+    if (plan.vector) {
+      reduce_col_kernel<T, kOp, true><<<grid, kReduceThreads, 0, stream>>>(cp);
+    } else {
+      reduce_col_kernel<T, kOp, false><<<grid, kReduceThreads, 0, stream>>>(cp);
+    }
+  } else {
+    const int64_t items = plan.m * plan.chunks;
+    const int64_t blocks = ceil_div(items, kReduceThreads / plan.tpr);
+    const unsigned grid = grid_for(blocks);
+    const int mode = plan.kind == Plan::kGeneric ? kRowGeneric
+                     : plan.vector               ? kRowVector
+                                                 : kRowScalar;
+    if (plan.tpr == 32) {
+      if (mode == kRowVector) reduce_row_kernel<T, kOp, 32, kRowVector><<<grid, kReduceThreads, 0, stream>>>(rp);
+      if (mode == kRowScalar) reduce_row_kernel<T, kOp, 32, kRowScalar><<<grid, kReduceThreads, 0, stream>>>(rp);
+      if (mode == kRowGeneric) reduce_row_kernel<T, kOp, 32, kRowGeneric><<<grid, kReduceThreads, 0, stream>>>(rp);
+    } else {
+      constexpr int kB = kReduceThreads;
+      if (mode == kRowVector) reduce_row_kernel<T, kOp, kB, kRowVector><<<grid, kReduceThreads, 0, stream>>>(rp);
+      if (mode == kRowScalar) reduce_row_kernel<T, kOp, kB, kRowScalar><<<grid, kReduceThreads, 0, stream>>>(rp);
+      if (mode == kRowGeneric) reduce_row_kernel<T, kOp, kB, kRowGeneric><<<grid, kReduceThreads, 0, stream>>>(rp);
+    }
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || plan.chunks == 1) return err;
+  reduce_finalize_kernel<T, kOp>
+      <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(rp);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t run_typed(ReduceOp op, const Plan& plan, const TensorRef& x, const TensorRef& out,
+                      void* ws, cudaStream_t s) {
+  switch (op) {
+    case ReduceOp::sum: return run_plan<T, ReduceOp::sum>(plan, x, out, ws, s);
+    case ReduceOp::mean: return run_plan<T, ReduceOp::mean>(plan, x, out, ws, s);
+    case ReduceOp::prod: return run_plan<T, ReduceOp::prod>(plan, x, out, ws, s);
+    case ReduceOp::max: return run_plan<T, ReduceOp::max>(plan, x, out, ws, s);
+    case ReduceOp::min: return run_plan<T, ReduceOp::min>(plan, x, out, ws, s);
+    case ReduceOp::argmax: return run_plan<T, ReduceOp::argmax>(plan, x, out, ws, s);
+    case ReduceOp::argmin: return run_plan<T, ReduceOp::argmin>(plan, x, out, ws, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+bool can_implement_reduce(ReduceOp op, const TensorRef& x, uint32_t axes_mask,
+                          const TensorRef& out, std::string* why) {
+  if (!is_floating(x.dtype)) {
+    if (why) *why = "x dtype must be f32, f16 or bf16";
+    return false;
+  }
+  const bool arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  if (arg ? out.dtype != DType::i64 : out.dtype != x.dtype) {
+    if (why) *why = arg ? "out dtype must be i64" : "out dtype must equal x dtype";
+    return false;
+  }
+  Plan plan;
+  return make_plan(op, x, axes_mask, out, &plan, why);
+}
+
+size_t reduce_workspace_bytes(ReduceOp op, const TensorRef& x, uint32_t axes_mask,
+                              const TensorRef& out) {
+  Plan plan;
+  if (!make_plan(op, x, axes_mask, out, &plan, nullptr)) return 0;
+  if (plan.chunks <= 1 || plan.k == 0) return 0;
+  return static_cast<size_t>(plan.m * plan.chunks) * acc_size(op);
+}
+
+cudaError_t launch_reduce(ReduceOp op, const TensorRef& x, uint32_t axes_mask,
+                          const TensorRef& out, void* workspace, cudaStream_t stream) {
+  Plan plan;
+  if (!make_plan(op, x, axes_mask, out, &plan, nullptr)) return cudaErrorInvalidValue;
+  if (plan.chunks > 1 && plan.k != 0 && workspace == nullptr) return cudaErrorInvalidValue;
+  switch (x.dtype) {
+    case DType::f32: return run_typed<float>(op, plan, x, out, workspace, stream);
+    case DType::f16: return run_typed<__half>(op, plan, x, out, workspace, stream);
+    case DType::bf16: return run_typed<__nv_bfloat16>(op, plan, x, out, workspace, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace gk::kernels::reductions

@@ -1,0 +1,256 @@
+// softmax / log_softmax.
+//
+// CACHED (axis stride 1 in x and out, K ≤ 32768): one pass over memory.
+//   for row in grid-stride(rows):                 // kTpr threads per row (rows.cuh)
+//     v[kE] = x[row] in registers (16-byte loads when K % V == 0), pad -inf
+//     m = group max(v)                            // NaN-propagating
+//     s = group sum(exp(v - m))                   // fixed butterfly + warp order
+//     out[row] = exp(v - m) / s   or   v - m - log(s)
+// CHUNKED (axis stride 1, K > 32768): chunks of kRowChunk = 512 threads × 32.
+//   STATS: block per (row, chunk): chunk in registers, (m_c, s_c) → workspace
+//   WRITE: block per (row, chunk): every thread folds the row's (m_c, s_c) in chunk
+//          order, re-reads its chunk and writes. 2 reads + 1 write of x.
+// STRIDED (axis stride ≠ 1): thread per row, consecutive threads on consecutive
+//   rows (coalesced when the innermost other dim is contiguous); an online
+//   (max, sum) pass then a write pass.
+#include <cmath>
+
+#include "device.cuh"
+#include "rows.cuh"
+#include "softmax.cuh"
+#include "tuning.cuh"
+
+namespace gk::kernels::reductions {
+namespace {
+
+using rows::block_threads;
+using rows::RowOperands;
+
+struct SoftmaxParams {
+  const void* x;
+  void* out;
+  void* partials;
+  RowOperands ops;  // operand 0 = x, 1 = out
+  int64_t rows, k, chunks;
+  int64_t axis_x, axis_out;  // strided path only
+  int log;
+};
+
+constexpr int kChunkTpr = 512;
+constexpr int kChunkE = 32;
+static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
+
+template <typename T, int kTpr, int kE, bool kVec>
+__global__ void __launch_bounds__(block_threads<kTpr>()) softmax_cached_kernel(SoftmaxParams p) {
+  constexpr int kGroups = block_threads<kTpr>() / kTpr;
+  __shared__ float scratch[32];
+  const int t = threadIdx.x % kTpr;
+  for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
+       row0 += int64_t{gridDim.x} * kGroups) {
+    const int64_t row = row0 + threadIdx.x / kTpr;
+    if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
+    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
+    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
+    float v[kE];
+    rows::load_row<T, kTpr, kE, kVec>(x, p.k, t, -INFINITY, v);
+    float m = v[0];
+#pragma unroll
+    for (int s = 1; s < kE; ++s) m = nan_max(m, v[s]);
+    m = rows::group_reduce<kTpr>(m, MaxOp{}, scratch);
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kE; ++s) {
+      v[s] = v[s] - m;
+      const float e = expf(v[s]);
+      if (rows::slot_index<T, kTpr, kVec>(s, t) < p.k) sum += e;
+      if (!p.log) v[s] = e;
+    }
+    sum = rows::group_reduce<kTpr>(sum, AddOp{}, scratch);
+    if (p.log) {
+      const float ls = logf(sum);
+#pragma unroll
+      for (int s = 0; s < kE; ++s) v[s] -= ls;
+    } else {
+      const float inv = 1.0f / sum;
+#pragma unroll
+      for (int s = 0; s < kE; ++s) v[s] *= inv;
+    }
+    rows::store_row<T, kTpr, kE, kVec>(out, p.k, t, v);
+  }
+}
+
+// (m, s) of one chunk into partials[(row * chunks + c) * 2].
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kChunkTpr) softmax_chunk_stats_kernel(SoftmaxParams p) {
+  __shared__ float scratch[32];
+  const int t = threadIdx.x;
+  for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
+    const int64_t row = item / p.chunks;
+    const int64_t c = item - row * p.chunks;
+    const int64_t begin = c * tuning::kRowChunk;
+    const int64_t len = p.k - begin < tuning::kRowChunk ? p.k - begin : tuning::kRowChunk;
+    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]) + begin;
+    float v[kChunkE];
+    rows::load_row<T, kChunkTpr, kChunkE, kVec>(x, len, t, -INFINITY, v);
+    float m = v[0];
+#pragma unroll
+    for (int s = 1; s < kChunkE; ++s) m = nan_max(m, v[s]);
+    m = block_all_reduce(m, MaxOp{}, scratch);
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kChunkE; ++s)
+      if (rows::slot_index<T, kChunkTpr, kVec>(s, t) < len) sum += expf(v[s] - m);
+    sum = block_all_reduce(sum, AddOp{}, scratch);
+    if (t == 0) {
+      float* part = static_cast<float*>(p.partials) + item * 2;
+      part[0] = m;
+      part[1] = sum;
+    }
+  }
+}
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kChunkTpr) softmax_chunk_write_kernel(SoftmaxParams p) {
+  const int t = threadIdx.x;
+  for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
+    const int64_t row = item / p.chunks;
+    const int64_t c = item - row * p.chunks;
+    const float* part = static_cast<const float*>(p.partials) + row * p.chunks * 2;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < p.chunks; ++i) m = nan_max(m, part[2 * i]);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < p.chunks; ++i)
+      if (part[2 * i] != -INFINITY) sum += part[2 * i + 1] * expf(part[2 * i] - m);
+    const int64_t begin = c * tuning::kRowChunk;
+    const int64_t len = p.k - begin < tuning::kRowChunk ? p.k - begin : tuning::kRowChunk;
+    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]) + begin;
+    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]) + begin;
+    float v[kChunkE];
+    rows::load_row<T, kChunkTpr, kChunkE, kVec>(x, len, t, -INFINITY, v);
+    const float ls = logf(sum), inv = 1.0f / sum;
+#pragma unroll
+    for (int s = 0; s < kChunkE; ++s) v[s] = p.log ? v[s] - m - ls : expf(v[s] - m) * inv;
+    rows::store_row<T, kChunkTpr, kChunkE, kVec>(out, len, t, v);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256) softmax_strided_kernel(SoftmaxParams p) {
+  for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < p.rows;
+       row += int64_t{gridDim.x} * blockDim.x) {
+    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
+    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
+    float m = -INFINITY, sum = 0.0f;
+    for (int64_t i = 0; i < p.k; ++i) {
+      const float v = to_f32(x[i * p.axis_x]);
+      if (v > m) {
+        sum = (m == -INFINITY ? 0.0f : sum * expf(m - v)) + 1.0f;
+        m = v;
+      } else if (v != -INFINITY) {
+        sum += expf(v - m);  // NaN lands here and poisons the row, as it should
+      }
+    }
+    const float ls = logf(sum), inv = 1.0f / sum;
+    for (int64_t i = 0; i < p.k; ++i) {
+      const float v = to_f32(x[i * p.axis_x]);
+      out[i * p.axis_out] = from_f32<T>(p.log ? v - m - ls : expf(v - m) * inv);
+    }
+  }
+}
+
+unsigned capped_grid(int64_t blocks) {
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+
+bool use_rows_path(const TensorRef& x, int axis, const TensorRef& out) {
+  return x.shape[axis] == 1 || (x.strides[axis] == 1 && out.strides[axis] == 1);
+}
+
+template <typename T>
+cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, void* ws,
+                cudaStream_t stream) {
+  SoftmaxParams p{};
+  p.x = x.data;
+  p.out = out.data;
+  p.partials = ws;
+  p.k = x.shape[axis];
+  p.log = log ? 1 : 0;
+  const TensorRef* ts[2] = {&x, &out};
+  p.ops = rows::make_row_operands(ts, 2, axis);
+  p.rows = 1;
+  for (int i = 0; i < p.ops.outer.n; ++i) p.rows *= p.ops.outer.size[i];
+  if (p.k == 0 || p.rows == 0 || x.numel() == 0) return cudaSuccess;
+  constexpr int kV = Vec16<T>::kN;
+
+  if (!use_rows_path(x, axis, out)) {
+    p.axis_x = x.strides[axis];
+    p.axis_out = out.strides[axis];
+    softmax_strided_kernel<T><<<capped_grid(ceil_div(p.rows, 256)), 256, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  const bool vec = p.k % kV == 0 && rows::rows_aligned16(p.ops, ts, 2);
+  if (p.k > rows::kMaxCachedRow) {
+    p.chunks = ceil_div(p.k, tuning::kRowChunk);
+    const unsigned grid = capped_grid(p.rows * p.chunks);
+    if (vec) {
+      softmax_chunk_stats_kernel<T, true><<<grid, kChunkTpr, 0, stream>>>(p);
+      softmax_chunk_write_kernel<T, true><<<grid, kChunkTpr, 0, stream>>>(p);
+    } else {
+      softmax_chunk_stats_kernel<T, false><<<grid, kChunkTpr, 0, stream>>>(p);
+      softmax_chunk_write_kernel<T, false><<<grid, kChunkTpr, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
+  }
+  return rows::with_row_config(p.k, [&](auto tpr, auto e) {
+    constexpr int kTpr = decltype(tpr)::value;
+    constexpr int kE = decltype(e)::value;
+    constexpr int kThreads = block_threads<kTpr>();
+    const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
+    if (vec) {
+      softmax_cached_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+    } else {
+      softmax_cached_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace
+
+bool can_implement_softmax(const TensorRef& x, int axis, const TensorRef& out, std::string* why) {
+  if (!is_floating(x.dtype) || out.dtype != x.dtype) {
+    if (why) *why = "x and out must share a dtype among f32, f16, bf16";
+    return false;
+  }
+  if (x.ndim > kMaxDims || axis < 0 || axis >= (x.ndim == 0 ? 1 : x.ndim)) {
+    if (why) *why = "axis out of range or more than 8 dims";
+    return false;
+  }
+  return true;
+}
+
+size_t softmax_workspace_bytes(const TensorRef& x, int axis, const TensorRef& out) {
+  if (x.ndim == 0 || !use_rows_path(x, axis, out) || x.shape[axis] <= rows::kMaxCachedRow) return 0;
+  const int64_t k = x.shape[axis];
+  return static_cast<size_t>(x.numel() / k * ceil_div(k, tuning::kRowChunk) * 2) * sizeof(float);
+}
+
+cudaError_t launch_softmax(const TensorRef& x, int axis, bool log, const TensorRef& out,
+                           void* workspace, cudaStream_t stream) {
+  if (x.ndim == 0) {  // a scalar is a row of one
+    TensorRef x1 = x, o1 = out;
+    x1.ndim = o1.ndim = 1;
+    x1.shape[0] = o1.shape[0] = 1;
+    x1.strides[0] = o1.strides[0] = 1;
+    return launch_softmax(x1, 0, log, o1, workspace, stream);
+  }
+  if (softmax_workspace_bytes(x, axis, out) > 0 && workspace == nullptr) return cudaErrorInvalidValue;
+  switch (x.dtype) {
+    case DType::f32: return run<float>(x, axis, log, out, workspace, stream);
+    case DType::f16: return run<__half>(x, axis, log, out, workspace, stream);
+    case DType::bf16: return run<__nv_bfloat16>(x, axis, log, out, workspace, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace gk::kernels::reductions

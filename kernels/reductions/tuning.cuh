@@ -1,0 +1,33 @@
+// Tuning constants of the reductions family, one table, with the measurement behind
+// each. The kernels are memory bound; the constants set bytes in flight per SM and how
+// rows are split across threads. They hold for SM 80 to 90; SM 90 (H100 SXM, 132 SMs)
+// is where they were measured.
+#pragma once
+
+namespace gk::kernels::reductions::tuning {
+
+// Elementwise: threads per block and 16-byte vectors per thread per tile. 4 vectors
+// in flight per operand per thread keeps ≥ 32 KB in flight per SM at 8 blocks/SM.
+// H100: see docs/kernels/reductions.md "Measured" for the run these came from.
+inline constexpr int kEwThreads = 256;
+inline constexpr int kEwVectorsPerThread = 4;
+
+// Reductions: threads per block for block-per-row and column kernels.
+inline constexpr int kReduceThreads = 256;
+// Rows of at most this many elements are reduced by one warp each.
+inline constexpr int kWarpRowMax = 1024;
+// Blocks wanted in flight for a split reduction: 4 per SM on a 132-SM H100. The
+// value is a constant, not read from the device, so the split (and so the result
+// bits) depends only on the shape.
+inline constexpr int kTargetBlocks = 528;
+// A split never makes chunks smaller than this many elements (2 tiles of 256×16B
+// vectors for f32), so each block streams long enough to hide its start-up.
+inline constexpr long long kMinChunk = 8192;
+// At most this many partials per output; the finalize pass reads them with one warp.
+inline constexpr int kMaxPartials = 1024;
+
+// Softmax and norms: rows longer than the largest register-cached configuration
+// (32768 elements) go to the two-pass chunked path with chunks of this many elements.
+inline constexpr long long kRowChunk = 16384;
+
+}  // namespace gk::kernels::reductions::tuning

@@ -1,0 +1,147 @@
+// Glue for unary, binary (broadcast), gated activations and cast.
+#include <cstring>
+
+#include "glue.h"
+#include "reductions/elementwise.cuh"
+
+namespace gk::plugins::reductions_cuda {
+namespace {
+
+struct UnaryName {
+  const char* name;
+  kr::UnaryOp op;
+};
+constexpr UnaryName kUnary[] = {
+    {"neg", kr::UnaryOp::neg},     {"abs", kr::UnaryOp::abs},         {"exp", kr::UnaryOp::exp},
+    {"log", kr::UnaryOp::log},     {"sqrt", kr::UnaryOp::sqrt},       {"rsqrt", kr::UnaryOp::rsqrt},
+    {"tanh", kr::UnaryOp::tanh},   {"sigmoid", kr::UnaryOp::sigmoid}, {"relu", kr::UnaryOp::relu},
+    {"gelu", kr::UnaryOp::gelu_erf}, {"silu", kr::UnaryOp::silu}};
+
+struct BinaryName {
+  const char* name;
+  kr::BinaryOp op;
+};
+constexpr BinaryName kBinary[] = {
+    {"add", kr::BinaryOp::add},         {"sub", kr::BinaryOp::sub},
+    {"mul", kr::BinaryOp::mul},         {"div", kr::BinaryOp::div},
+    {"maximum", kr::BinaryOp::maximum}, {"minimum", kr::BinaryOp::minimum},
+    {"pow", kr::BinaryOp::pow},         {"swiglu", kr::BinaryOp::swiglu},
+    {"geglu", kr::BinaryOp::geglu_erf}};
+
+const UnaryName* find_unary(const char* op) {
+  for (const auto& u : kUnary)
+    if (std::strcmp(u.name, op) == 0) return &u;
+  return nullptr;
+}
+const BinaryName* find_binary(const char* op) {
+  for (const auto& b : kBinary)
+    if (std::strcmp(b.name, op) == 0) return &b;
+  return nullptr;
+}
+
+// gelu/geglu: the `approximate` attribute picks the erf or tanh form.
+bool approximate_tanh(const gk_kernel_args* args, bool* tanh_form, std::string* why) {
+  const char* a = attr_string(args, "approximate", "none");
+  if (std::strcmp(a, "none") == 0) {
+    *tanh_form = false;
+  } else if (std::strcmp(a, "tanh") == 0) {
+    *tanh_form = true;
+  } else {
+    *why = std::string(args->op) + ": approximate '" + a + "' is not \"none\" or \"tanh\"";
+    return false;
+  }
+  return true;
+}
+
+// Resolved call: op kind and tensors.
+struct Call {
+  enum Kind { kUnary, kBinary, kCast } kind = kUnary;
+  kr::UnaryOp unary = kr::UnaryOp::neg;
+  kr::BinaryOp binary = kr::BinaryOp::add;
+  kr::TensorRef in[2], out;
+};
+
+bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
+  const char* op = args->op;
+  if (args->num_outputs < 1 || args->num_inputs < 1) {
+    *why = std::string(op) + ": missing input or output";
+    return false;
+  }
+  if (!to_ref(args, args->outputs[0], "out", &c->out, why)) return false;
+  if (std::strcmp(op, "cast") == 0) {
+    c->kind = Call::kCast;
+    if (!to_ref(args, args->inputs[0], "x", &c->in[0], why)) return false;
+    if (!kr::can_implement_cast(c->in[0], c->out, why)) {
+      *why = std::string(op) + ": " + *why;
+      return false;
+    }
+    return true;
+  }
+  if (const UnaryName* u = find_unary(op)) {
+    c->kind = Call::kUnary;
+    c->unary = u->op;
+    if (!to_ref(args, args->inputs[0], "x", &c->in[0], why)) return false;
+    if (c->unary == kr::UnaryOp::gelu_erf) {
+      bool t = false;
+      if (!approximate_tanh(args, &t, why)) return false;
+      if (t) c->unary = kr::UnaryOp::gelu_tanh;
+    }
+    if (!kr::can_implement_unary(c->unary, c->in[0], c->out, why)) {
+      *why = std::string(op) + ": " + *why;
+      return false;
+    }
+    return true;
+  }
+  if (const BinaryName* b = find_binary(op)) {
+    c->kind = Call::kBinary;
+    c->binary = b->op;
+    if (args->num_inputs < 2) {
+      *why = std::string(op) + ": needs two inputs";
+      return false;
+    }
+    const bool gated = b->op == kr::BinaryOp::swiglu || b->op == kr::BinaryOp::geglu_erf;
+    if (!to_ref(args, args->inputs[0], gated ? "gate" : "a", &c->in[0], why)) return false;
+    if (!to_ref(args, args->inputs[1], gated ? "up" : "b", &c->in[1], why)) return false;
+    if (c->binary == kr::BinaryOp::geglu_erf) {
+      bool t = false;
+      if (!approximate_tanh(args, &t, why)) return false;
+      if (t) c->binary = kr::BinaryOp::geglu_tanh;
+    }
+    if (!kr::can_implement_binary(c->binary, c->in[0], c->in[1], c->out, why)) {
+      *why = std::string(op) + ": " + *why;
+      return false;
+    }
+    return true;
+  }
+  *why = std::string(op) + ": not an elementwise op of reductions_cuda";
+  return false;
+}
+
+}  // namespace
+
+bool elementwise_serves(const char* op) {
+  return std::strcmp(op, "cast") == 0 || find_unary(op) != nullptr || find_binary(op) != nullptr;
+}
+
+bool elementwise_supports(const gk_kernel_args* args, std::string* why) {
+  Call c;
+  return resolve(args, &c, why);
+}
+
+gk_status elementwise_launch(const gk_kernel_args* args, LaunchContext& ctx) {
+  Call c;
+  std::string why;
+  if (!resolve(args, &c, &why)) return ctx.cuda_error(why.c_str(), cudaErrorInvalidValue);
+  switch (c.kind) {
+    case Call::kUnary:
+      return ctx.check(kr::launch_unary(c.unary, c.in[0], c.out, ctx.stream()), "unary kernel launch");
+    case Call::kBinary:
+      return ctx.check(kr::launch_binary(c.binary, c.in[0], c.in[1], c.out, ctx.stream()),
+                       "binary kernel launch");
+    case Call::kCast:
+      return ctx.check(kr::launch_cast(c.in[0], c.out, ctx.stream()), "cast kernel launch");
+  }
+  return GK_INTERNAL;
+}
+
+}  // namespace gk::plugins::reductions_cuda
