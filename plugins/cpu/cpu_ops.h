@@ -1,0 +1,80 @@
+// The cpu plugin's op table and the checks every op family shares.
+//
+// Each op has two functions. `check` decides from dtypes, argument counts and attributes
+// alone whether the plugin can serve a call (supports() turns a failure into a decline).
+// `run` checks shapes again, since it reads and writes memory by them, and executes the op
+// synchronously. Both return a gk_status and, on failure, a message naming op, argument
+// and value.
+#ifndef GPUKIT_PLUGINS_CPU_CPU_OPS_H_
+#define GPUKIT_PLUGINS_CPU_CPU_OPS_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "gpukit/gpukit_plugin.h"
+
+namespace gk::cpu {
+
+struct OpDef {
+  const char* name;
+  gk_status (*check)(const gk_kernel_args& args, std::string& message);
+  gk_status (*run)(const gk_kernel_args& args, std::string& message);
+};
+
+std::span<const OpDef> elementwise_ops();
+std::span<const OpDef> reduction_ops();
+std::span<const OpDef> softmax_ops();
+std::span<const OpDef> norm_ops();
+std::span<const OpDef> matmul_ops();
+
+const char* dtype_name(int32_t dtype);
+size_t dtype_size(int32_t dtype);
+std::string shape_string(const gk_plugin_tensor& t);
+
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream s;
+  (s << ... << parts);
+  return s.str();
+}
+
+// Sets `message` and returns `status`, so failures read `return fail(msg, code, …);`.
+template <class... Parts>
+gk_status fail(std::string& message, gk_status status, const Parts&... parts) {
+  message = cat(parts...);
+  return status;
+}
+
+// Argument counts within [min, max] for inputs and outputs.
+gk_status check_counts(const gk_kernel_args& args, int32_t min_inputs, int32_t max_inputs,
+                       int32_t num_outputs, std::string& message);
+
+// `t.dtype` is one of `allowed`; `role` names the argument ("input 'a'").
+gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                      std::string_view role, std::initializer_list<int32_t> allowed,
+                      std::string& message);
+
+// `t.dtype` equals `dtype` (the dtype of `reference_role`).
+gk_status check_same_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                           std::string_view role, int32_t dtype,
+                           std::string_view reference_role, std::string& message);
+
+// Same ndim and dims.
+bool same_shape(const gk_plugin_tensor& a, const gk_plugin_tensor& b);
+
+// A string attribute `name` with one of `allowed` values (or absent: `fallback`).
+gk_status string_attr(const gk_kernel_args& args, const char* name, const char* fallback,
+                      std::initializer_list<std::string_view> allowed, std::string& value,
+                      std::string& message);
+
+// Rejects data == NULL for a non-empty tensor, which launch cannot read or write.
+gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                     std::string_view role, std::string& message);
+
+}  // namespace gk::cpu
+
+#endif  // GPUKIT_PLUGINS_CPU_CPU_OPS_H_

@@ -1,0 +1,129 @@
+// Argument checks shared by every op family of the cpu plugin.
+#include <cstring>
+
+#include "cpu_ops.h"
+
+namespace gk::cpu {
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case GK_DTYPE_F32: return "f32";
+    case GK_DTYPE_F64: return "f64";
+    case GK_DTYPE_F16: return "f16";
+    case GK_DTYPE_BF16: return "bf16";
+    case GK_DTYPE_I8: return "i8";
+    case GK_DTYPE_I16: return "i16";
+    case GK_DTYPE_I32: return "i32";
+    case GK_DTYPE_I64: return "i64";
+    case GK_DTYPE_U8: return "u8";
+    case GK_DTYPE_BOOL: return "bool";
+    default: return "unknown";
+  }
+}
+
+size_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case GK_DTYPE_F64:
+    case GK_DTYPE_I64: return 8;
+    case GK_DTYPE_F32:
+    case GK_DTYPE_I32: return 4;
+    case GK_DTYPE_F16:
+    case GK_DTYPE_BF16:
+    case GK_DTYPE_I16: return 2;
+    case GK_DTYPE_I8:
+    case GK_DTYPE_U8:
+    case GK_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+std::string shape_string(const gk_plugin_tensor& t) {
+  std::string s = "[";
+  for (int32_t d = 0; d < t.ndim; ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(t.shape[d]);
+  }
+  return s + "]";
+}
+
+gk_status check_counts(const gk_kernel_args& args, int32_t min_inputs, int32_t max_inputs,
+                       int32_t num_outputs, std::string& message) {
+  if (args.num_inputs < min_inputs || args.num_inputs > max_inputs) {
+    if (min_inputs == max_inputs) {
+      return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", min_inputs,
+                  " inputs, got ", args.num_inputs);
+    }
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", min_inputs,
+                " to ", max_inputs, " inputs, got ", args.num_inputs);
+  }
+  if (args.num_outputs != num_outputs) {
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", num_outputs,
+                " outputs, got ", args.num_outputs);
+  }
+  return GK_OK;
+}
+
+gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                      std::string_view role, std::initializer_list<int32_t> allowed,
+                      std::string& message) {
+  for (int32_t dtype : allowed) {
+    if (t.dtype == dtype) return GK_OK;
+  }
+  std::string names;
+  for (int32_t dtype : allowed) {
+    if (!names.empty()) names += ", ";
+    names += dtype_name(dtype);
+  }
+  return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': ", role, " has dtype ",
+              dtype_name(t.dtype), " (", t.dtype, "); the cpu plugin serves ", names);
+}
+
+gk_status check_same_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                           std::string_view role, int32_t dtype,
+                           std::string_view reference_role, std::string& message) {
+  if (t.dtype == dtype) return GK_OK;
+  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': ", role, " has dtype ",
+              dtype_name(t.dtype), ", expected ", dtype_name(dtype), " like ", reference_role);
+}
+
+bool same_shape(const gk_plugin_tensor& a, const gk_plugin_tensor& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int32_t d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != b.shape[d]) return false;
+  }
+  return true;
+}
+
+gk_status string_attr(const gk_kernel_args& args, const char* name, const char* fallback,
+                      std::initializer_list<std::string_view> allowed, std::string& value,
+                      std::string& message) {
+  const gk_attr* attr = gk_find_attr(&args, name);
+  if (attr == nullptr) {
+    value = fallback;
+    return GK_OK;
+  }
+  if (attr->type != GK_ATTR_STRING || attr->value.s == nullptr) {
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute '", name,
+                "' must be a string");
+  }
+  value = attr->value.s;
+  for (std::string_view v : allowed) {
+    if (value == v) return GK_OK;
+  }
+  std::string names;
+  for (std::string_view v : allowed) {
+    if (!names.empty()) names += ", ";
+    names += cat('"', v, '"');
+  }
+  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute '", name, "' is \"",
+              value, "\"; expected one of ", names);
+}
+
+gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t,
+                     std::string_view role, std::string& message) {
+  if (t.data != nullptr || gk_tensor_numel(&t) == 0) return GK_OK;
+  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': ", role, " ",
+              shape_string(t), " has no data (NULL)");
+}
+
+}  // namespace gk::cpu
