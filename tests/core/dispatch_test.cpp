@@ -1,0 +1,186 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <thread>
+
+#include "test_runtime.h"
+
+namespace gk::test {
+namespace {
+
+std::string last_error() { return gk_last_error(); }
+
+gk_status call(gk_runtime* rt, const char* op, std::vector<gk_tensor*> inputs,
+               std::vector<gk_tensor*> outputs, std::vector<gk_attr> attrs = {}) {
+  gk_op_args a{};
+  a.struct_size = sizeof(a);
+  a.inputs = inputs.data();
+  a.num_inputs = int32_t(inputs.size());
+  a.outputs = outputs.data();
+  a.num_outputs = int32_t(outputs.size());
+  a.attrs = attrs.data();
+  a.num_attrs = int32_t(attrs.size());
+  return gk_op_call(rt, op, &a);
+}
+
+nlohmann::json explain(gk_runtime* rt, const char* op, std::vector<gk_tensor_desc> inputs) {
+  char* text = nullptr;
+  EXPECT_EQ(gk_explain(rt, op, 0, inputs.data(), int32_t(inputs.size()), nullptr, 0, nullptr, 0,
+                       &text),
+            GK_OK)
+      << gk_last_error();
+  auto j = nlohmann::json::parse(text ? text : "{}");
+  gk_string_free(text);
+  return j;
+}
+
+TEST(Dispatch, add_with_broadcasting_runs_on_the_cpu_plugin) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
+  TensorPtr b = tensor_from(rt.get(), {10, 20, 30}, {3});
+  TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  ASSERT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_OK) << last_error();
+  EXPECT_EQ(read_f32(c.get(), 6), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+}
+
+TEST(Dispatch, bad_shape_names_the_op_the_argument_and_both_shapes) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  TensorPtr b = make_tensor(rt.get(), GK_DTYPE_F32, {4});
+  TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  std::string e = last_error();
+  EXPECT_NE(e.find("add: input 'b'"), std::string::npos) << e;
+  EXPECT_NE(e.find("[4]"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
+}
+
+TEST(Dispatch, wrong_output_shape_is_refused_with_the_expected_shape) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  TensorPtr b = make_tensor(rt.get(), GK_DTYPE_F32, {3, 5});
+  TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 4});
+  EXPECT_EQ(call(rt.get(), "matmul", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("output 'out' has shape [2, 4]; expected [2, 5]"), std::string::npos)
+      << last_error();
+}
+
+TEST(Dispatch, unknown_op_is_not_found_with_a_suggestion) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2});
+  EXPECT_EQ(call(rt.get(), "matmull", {a.get()}, {a.get()}), GK_NOT_FOUND);
+  EXPECT_NE(last_error().find("unknown op 'matmull'"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("did you mean 'matmul'"), std::string::npos) << last_error();
+}
+
+TEST(Dispatch, unknown_attribute_is_refused) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr x = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  TensorPtr y = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  gk_attr attr{};
+  attr.name = "dim";
+  attr.type = GK_ATTR_INT;
+  attr.value.i = 1;
+  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {attr}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown attribute 'dim'"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("'axis'"), std::string::npos) << last_error();
+}
+
+TEST(Dispatch, read_only_output_is_refused) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
+  float data[2];
+  gk_tensor_desc d = desc(GK_DTYPE_F32, {2});
+  d.flags = GK_TENSOR_READ_ONLY;
+  gk_tensor* out = nullptr;
+  ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
+  EXPECT_EQ(call(rt.get(), "neg", {a.get()}, {out}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("read-only"), std::string::npos) << last_error();
+  gk_tensor_release(out);
+}
+
+TEST(Dispatch, output_desc_infers_the_matmul_result) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_BF16, {5, 1, 7, 3});
+  TensorPtr b = make_tensor(rt.get(), GK_DTYPE_BF16, {4, 3, 9});
+  gk_tensor* inputs[] = {a.get(), b.get()};
+  gk_op_args args{};
+  args.struct_size = sizeof(args);
+  args.inputs = inputs;
+  args.num_inputs = 2;
+  gk_tensor_desc out{};
+  out.struct_size = sizeof(out);
+  ASSERT_EQ(gk_op_output_desc(rt.get(), "matmul", &args, 0, &out), GK_OK) << last_error();
+  EXPECT_EQ(out.ndim, 4);
+  EXPECT_EQ(out.shape[0], 5);
+  EXPECT_EQ(out.shape[1], 4);
+  EXPECT_EQ(out.shape[2], 7);
+  EXPECT_EQ(out.shape[3], 9);
+  EXPECT_EQ(out.dtype, GK_DTYPE_BF16);
+  EXPECT_EQ(gk_op_output_desc(rt.get(), "matmul", &args, 1, &out), GK_OUT_OF_RANGE);
+}
+
+TEST(Dispatch, op_listing_names_every_op_of_the_spec) {
+  RuntimePtr rt = make_runtime(test_options());
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < gk_op_count(rt.get()); ++i) names.push_back(gk_op_name(rt.get(), i));
+  for (const char* op : {"add", "matmul", "sum", "softmax", "layernorm", "rmsnorm", "cast"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), op), names.end()) << op;
+  }
+  EXPECT_EQ(gk_op_name(rt.get(), -1), nullptr);
+}
+
+TEST(Dispatch, explain_shows_the_choice) {
+  RuntimePtr rt = make_runtime(test_options());
+  auto j = explain(rt.get(), "matmul", {desc(GK_DTYPE_F32, {64, 64}), desc(GK_DTYPE_F32, {64, 64})});
+  EXPECT_EQ(j["chosen"], "cpu") << j.dump(2);
+  ASSERT_FALSE(j["candidates"].empty());
+  EXPECT_EQ(j["candidates"][0]["plugin"], "cpu");
+  EXPECT_EQ(j["candidates"][0]["accepted"], true);
+}
+
+TEST(Dispatch, disabled_plugin_leaves_the_op_unserved_with_every_reason) {
+  gk_runtime_options o = test_options();
+  o.plugins_disable = "cp*";
+  RuntimePtr rt = make_runtime(o);
+  TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
+  TensorPtr out = make_tensor(rt.get(), GK_DTYPE_F32, {2});
+  EXPECT_EQ(call(rt.get(), "neg", {a.get()}, {out.get()}), GK_UNIMPLEMENTED);
+  std::string e = last_error();
+  EXPECT_NE(e.find("no plugin accepts"), std::string::npos) << e;
+  EXPECT_NE(e.find("[cpu] not loaded: disabled"), std::string::npos) << e;
+  auto j = explain(rt.get(), "neg", {desc(GK_DTYPE_F32, {2})});
+  EXPECT_TRUE(j["chosen"].is_null()) << j.dump(2);
+}
+
+TEST(Dispatch, manifest_dtype_filter_explains_refusal) {
+  RuntimePtr rt = make_runtime(test_options());
+  // The op rules refuse bool for add before any plugin is asked.
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_BOOL, {2});
+  TensorPtr c = make_tensor(rt.get(), GK_DTYPE_BOOL, {2});
+  EXPECT_EQ(call(rt.get(), "add", {a.get(), a.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("has dtype bool; expected one of"), std::string::npos) << last_error();
+}
+
+TEST(Dispatch, concurrent_calls_from_several_threads_are_correct) {
+  RuntimePtr rt = make_runtime(test_options());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        float v = float(t * 1000 + i);
+        TensorPtr a = tensor_from(rt.get(), {v, v}, {2});
+        TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2});
+        if (call(rt.get(), "add", {a.get(), a.get()}, {c.get()}) != GK_OK) ++failures;
+        if (read_f32(c.get(), 2) != std::vector<float>{2 * v, 2 * v}) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace gk::test

@@ -1,0 +1,145 @@
+// White-box tests of the manifest reader: every error carries file:line and the field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "plugin/manifest.h"
+
+namespace gk {
+namespace {
+
+class ManifestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gk_manifest_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& text) {
+    std::string path = (dir_ / "m.yaml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // The message read_manifest fails with.
+  std::string error_of(const std::string& text) {
+    try {
+      read_manifest(write(text));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), GK_INVALID_ARGUMENT);
+      return e.message();
+    }
+    ADD_FAILURE() << "manifest was accepted";
+    return "";
+  }
+
+  std::filesystem::path dir_;
+};
+
+const char* kValid = R"(schema: 1
+name: matmul_sm90
+version: 1.2.0
+plugin_abi: "1.0"
+library: ../plugins/libgpukit_matmul_sm90.so
+family: matmul
+device: cuda
+sm: {min: 90, max: 90}
+priority: 100
+ops:
+  - {name: matmul, dtypes: [bf16, f16]}
+)";
+
+TEST_F(ManifestTest, valid_manifest_is_read_with_resolved_library_path) {
+  Manifest m = read_manifest(write(kValid));
+  EXPECT_EQ(m.name, "matmul_sm90");
+  EXPECT_EQ(m.device, GK_DEVICE_KIND_CUDA);
+  EXPECT_TRUE(m.matches_sm(90));
+  EXPECT_FALSE(m.matches_sm(80));
+  EXPECT_EQ(m.priority, 100);
+  EXPECT_EQ(m.plugin_abi, GK_MAKE_VERSION(1, 0));
+  ASSERT_EQ(m.ops.size(), 1u);
+  EXPECT_EQ(m.ops[0].dtypes, (std::vector<int32_t>{GK_DTYPE_BF16, GK_DTYPE_F16}));
+  EXPECT_EQ(m.library, (dir_.parent_path() / "plugins/libgpukit_matmul_sm90.so").string());
+  EXPECT_EQ(m.library_line, 5);
+}
+
+TEST_F(ManifestTest, sm_list_form) {
+  std::string text = kValid;
+  text.replace(text.find("{min: 90, max: 90}"), 18, "[80, 86]");
+  Manifest m = read_manifest(write(text));
+  EXPECT_TRUE(m.matches_sm(86));
+  EXPECT_FALSE(m.matches_sm(89));
+  EXPECT_EQ(m.sm_text(), "SM 80, 86");
+}
+
+TEST_F(ManifestTest, invalid_yaml_names_the_line) {
+  std::string e = error_of("schema: 1\nname: [unclosed\n");
+  EXPECT_NE(e.find("m.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid YAML"), std::string::npos) << e;
+}
+
+TEST_F(ManifestTest, unknown_field_names_the_field_and_its_line) {
+  std::string text = kValid;
+  text += "colour: blue\n";
+  std::string e = error_of(text);
+  EXPECT_NE(e.find("m.yaml:12: unknown field 'colour'"), std::string::npos) << e;
+}
+
+TEST_F(ManifestTest, unknown_dtype_names_the_field) {
+  std::string text = kValid;
+  text.replace(text.find("bf16, f16"), 9, "bf17");
+  std::string e = error_of(text);
+  EXPECT_NE(e.find("m.yaml:11: field 'ops[0].dtypes': unknown dtype 'bf17'"), std::string::npos) << e;
+}
+
+TEST_F(ManifestTest, unknown_op_is_refused) {
+  std::string text = kValid;
+  text.replace(text.find("name: matmul,"), 13, "name: convolve,");
+  std::string e = error_of(text);
+  EXPECT_NE(e.find("unknown op 'convolve'"), std::string::npos) << e;
+}
+
+TEST_F(ManifestTest, missing_field_is_named) {
+  std::string text = kValid;
+  text.erase(text.find("priority: 100\n"), 14);
+  std::string e = error_of(text);
+  EXPECT_NE(e.find("missing required field 'priority'"), std::string::npos) << e;
+}
+
+TEST_F(ManifestTest, cuda_manifest_needs_an_sm_range_and_cpu_may_not_have_one) {
+  std::string text = kValid;
+  text.erase(text.find("sm: {min: 90, max: 90}\n"), 23);
+  EXPECT_NE(error_of(text).find("missing required field 'sm'"), std::string::npos);
+  text = kValid;
+  text.replace(text.find("device: cuda"), 12, "device: cpu");
+  EXPECT_NE(error_of(text).find("only a cuda plugin has an SM range"), std::string::npos);
+}
+
+TEST_F(ManifestTest, inverted_sm_range_and_bad_integers_are_refused) {
+  std::string text = kValid;
+  text.replace(text.find("{min: 90, max: 90}"), 18, "{min: 90, max: 80}");
+  EXPECT_NE(error_of(text).find("min 90 is above max 80"), std::string::npos);
+  text = kValid;
+  text.replace(text.find("priority: 100"), 13, "priority: high");
+  EXPECT_NE(error_of(text).find("'high' is not an integer"), std::string::npos);
+}
+
+TEST_F(ManifestTest, schema_version_and_abi_format_are_checked) {
+  std::string text = kValid;
+  text.replace(text.find("schema: 1"), 9, "schema: 2");
+  EXPECT_NE(error_of(text).find("schema 2 is not supported"), std::string::npos);
+  text = kValid;
+  text.replace(text.find("\"1.0\""), 5, "one");
+  EXPECT_NE(error_of(text).find("not a MAJOR.MINOR version"), std::string::npos);
+}
+
+TEST_F(ManifestTest, top_level_must_be_a_mapping) {
+  EXPECT_NE(error_of("- a\n- b\n").find("expected a YAML mapping"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gk
