@@ -1,0 +1,215 @@
+// Pins the layout of every struct in gpukit.h and gpukit_plugin.h on 64-bit (LP64)
+// targets, and the values of every enum and version macro. The ABI is append-only: when
+// a struct grows, add lines for the new fields here and leave the old lines as they are.
+// A failing static_assert here means an existing field moved — a major-version change.
+#include <gpukit/gpukit.h>
+#include <gpukit/gpukit_plugin.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <type_traits>
+
+static_assert(sizeof(void*) == 8 && sizeof(size_t) == 8, "layouts below are for LP64 targets");
+
+#define GK_PIN(type, field, offset) \
+  static_assert(offsetof(type, field) == (offset), #type "." #field " moved")
+#define GK_PIN_SIZE(type, size) static_assert(sizeof(type) == (size), "sizeof(" #type ") changed")
+
+// ---------------------------------------------------------------- gpukit.h (ABI 1.0)
+GK_PIN(gk_runtime_options, struct_size, 0);
+GK_PIN(gk_runtime_options, abi_version, 8);
+GK_PIN(gk_runtime_options, flags, 12);
+GK_PIN(gk_runtime_options, devices, 16);
+GK_PIN(gk_runtime_options, plugin_path, 24);
+GK_PIN(gk_runtime_options, plugins_disable, 32);
+GK_PIN(gk_runtime_options, log_fn, 40);
+GK_PIN(gk_runtime_options, log_user_data, 48);
+GK_PIN(gk_runtime_options, log_level, 56);
+static_assert(GK_RUNTIME_OPTIONS_SIZE == 60);
+
+GK_PIN(gk_device_props, struct_size, 0);
+GK_PIN(gk_device_props, kind, 8);
+GK_PIN(gk_device_props, ordinal, 12);
+GK_PIN(gk_device_props, name, 16);
+static_assert(sizeof(gk_device_props::name) == 128);
+GK_PIN(gk_device_props, sm_version, 144);
+GK_PIN(gk_device_props, sm_count, 148);
+GK_PIN(gk_device_props, total_memory, 152);
+GK_PIN(gk_device_props, free_memory, 160);
+GK_PIN(gk_device_props, driver_version, 168);
+GK_PIN(gk_device_props, nvrtc_version, 172);
+GK_PIN(gk_device_props, plugins_eligible, 176);
+GK_PIN(gk_device_props, note, 180);
+static_assert(sizeof(gk_device_props::note) == 256);
+static_assert(GK_DEVICE_PROPS_SIZE == 436);
+
+GK_PIN(gk_alloc_args, struct_size, 0);
+GK_PIN(gk_alloc_args, device, 8);
+GK_PIN(gk_alloc_args, size, 16);
+GK_PIN(gk_alloc_args, stream, 24);
+GK_PIN(gk_alloc_args, flags, 32);
+static_assert(GK_ALLOC_ARGS_SIZE == 36);
+
+GK_PIN(gk_tensor_desc, struct_size, 0);
+GK_PIN(gk_tensor_desc, dtype, 8);
+GK_PIN(gk_tensor_desc, ndim, 12);
+GK_PIN(gk_tensor_desc, shape, 16);
+GK_PIN(gk_tensor_desc, strides, 80);
+GK_PIN(gk_tensor_desc, has_strides, 144);
+GK_PIN(gk_tensor_desc, flags, 148);
+static_assert(GK_TENSOR_DESC_SIZE == 152);
+
+// gk_attr has no struct_size and travels in arrays: frozen for ABI major 1.
+GK_PIN(gk_attr, name, 0);
+GK_PIN(gk_attr, type, 8);
+GK_PIN(gk_attr, count, 12);
+GK_PIN(gk_attr, value, 16);
+GK_PIN_SIZE(gk_attr, 24);
+
+GK_PIN(gk_op_args, struct_size, 0);
+GK_PIN(gk_op_args, inputs, 8);
+GK_PIN(gk_op_args, num_inputs, 16);
+GK_PIN(gk_op_args, outputs, 24);
+GK_PIN(gk_op_args, num_outputs, 32);
+GK_PIN(gk_op_args, attrs, 40);
+GK_PIN(gk_op_args, num_attrs, 48);
+GK_PIN(gk_op_args, stream, 56);
+static_assert(GK_OP_ARGS_SIZE == 64);
+
+GK_PIN(gk_plugin_info, struct_size, 0);
+GK_PIN(gk_plugin_info, name, 8);
+GK_PIN(gk_plugin_info, version, 16);
+GK_PIN(gk_plugin_info, family, 24);
+GK_PIN(gk_plugin_info, manifest_path, 32);
+GK_PIN(gk_plugin_info, library_path, 40);
+GK_PIN(gk_plugin_info, loaded, 48);
+GK_PIN(gk_plugin_info, reason, 56);
+GK_PIN(gk_plugin_info, priority, 64);
+GK_PIN(gk_plugin_info, device_kind, 68);
+GK_PIN(gk_plugin_info, sm_min, 72);
+GK_PIN(gk_plugin_info, sm_max, 76);
+static_assert(GK_PLUGIN_INFO_SIZE == 80);
+
+// ---------------------------------------------------------- gpukit_plugin.h (ABI 1.0)
+GK_PIN(gk_plugin_device, struct_size, 0);
+GK_PIN(gk_plugin_device, id, 8);
+GK_PIN(gk_plugin_device, kind, 12);
+GK_PIN(gk_plugin_device, ordinal, 16);
+GK_PIN(gk_plugin_device, sm_version, 20);
+GK_PIN(gk_plugin_device, sm_count, 24);
+GK_PIN(gk_plugin_device, total_memory, 32);
+GK_PIN(gk_plugin_device, cuda_context, 40);
+static_assert(GK_PLUGIN_DEVICE_SIZE == 48);
+
+GK_PIN(gk_host_services, struct_size, 0);
+GK_PIN(gk_host_services, abi_min, 8);
+GK_PIN(gk_host_services, abi_max, 12);
+GK_PIN(gk_host_services, host_context, 16);
+GK_PIN(gk_host_services, plugin_name, 24);
+GK_PIN(gk_host_services, log, 32);
+GK_PIN(gk_host_services, report_error, 40);
+GK_PIN(gk_host_services, alloc, 48);
+GK_PIN(gk_host_services, free, 56);
+GK_PIN(gk_host_services, cuda_driver_symbol, 64);
+GK_PIN(gk_host_services, device_info, 72);
+static_assert(GK_HOST_SERVICES_SIZE == 80);
+
+// gk_plugin_tensor has no struct_size and travels in arrays: frozen for ABI major 1.
+GK_PIN(gk_plugin_tensor, data, 0);
+GK_PIN(gk_plugin_tensor, dtype, 8);
+GK_PIN(gk_plugin_tensor, ndim, 12);
+GK_PIN(gk_plugin_tensor, shape, 16);
+GK_PIN(gk_plugin_tensor, strides, 24);
+GK_PIN(gk_plugin_tensor, flags, 32);
+GK_PIN_SIZE(gk_plugin_tensor, 40);
+
+GK_PIN(gk_kernel_args, struct_size, 0);
+GK_PIN(gk_kernel_args, op, 8);
+GK_PIN(gk_kernel_args, device, 16);
+GK_PIN(gk_kernel_args, stream, 24);
+GK_PIN(gk_kernel_args, inputs, 32);
+GK_PIN(gk_kernel_args, num_inputs, 40);
+GK_PIN(gk_kernel_args, outputs, 48);
+GK_PIN(gk_kernel_args, num_outputs, 56);
+GK_PIN(gk_kernel_args, attrs, 64);
+GK_PIN(gk_kernel_args, num_attrs, 72);
+static_assert(GK_KERNEL_ARGS_SIZE == 76);
+
+GK_PIN(gk_plugin_api, struct_size, 0);
+GK_PIN(gk_plugin_api, abi_version, 8);
+GK_PIN(gk_plugin_api, name, 16);
+GK_PIN(gk_plugin_api, version, 24);
+GK_PIN(gk_plugin_api, init, 32);
+GK_PIN(gk_plugin_api, shutdown, 40);
+GK_PIN(gk_plugin_api, supports, 48);
+GK_PIN(gk_plugin_api, launch, 56);
+static_assert(GK_PLUGIN_API_SIZE == 64);
+
+// ------------------------------------------------------------- values never renumbered
+static_assert(GK_ABI_VERSION_MAJOR == 1);
+static_assert(GK_PLUGIN_ABI_VERSION_MAJOR == 1);
+static_assert(GK_MAKE_VERSION(1, 2) == 0x00010002u);
+static_assert(GK_VERSION_MAJOR(0x00030004u) == 3 && GK_VERSION_MINOR(0x00030004u) == 4);
+static_assert(GK_MAX_DIMS == 8);
+
+static_assert(GK_OK == 0 && GK_CANCELLED == 1 && GK_UNKNOWN == 2 && GK_INVALID_ARGUMENT == 3 &&
+              GK_DEADLINE_EXCEEDED == 4 && GK_NOT_FOUND == 5 && GK_ALREADY_EXISTS == 6 &&
+              GK_PERMISSION_DENIED == 7 && GK_RESOURCE_EXHAUSTED == 8 &&
+              GK_FAILED_PRECONDITION == 9 && GK_ABORTED == 10 && GK_OUT_OF_RANGE == 11 &&
+              GK_UNIMPLEMENTED == 12 && GK_INTERNAL == 13 && GK_UNAVAILABLE == 14 &&
+              GK_DATA_LOSS == 15 && GK_UNAUTHENTICATED == 16);
+static_assert(GK_LOG_DEBUG == 0 && GK_LOG_INFO == 1 && GK_LOG_WARNING == 2 && GK_LOG_ERROR == 3 &&
+              GK_LOG_OFF == 4);
+static_assert(GK_RUNTIME_IGNORE_ENVIRONMENT == 1 && GK_RUNTIME_NO_DEFAULT_PLUGINS == 2);
+static_assert(GK_DEVICE_KIND_CPU == 1 && GK_DEVICE_KIND_CUDA == 2);
+static_assert(GK_DTYPE_F32 == 1 && GK_DTYPE_F64 == 2 && GK_DTYPE_F16 == 3 && GK_DTYPE_BF16 == 4 &&
+              GK_DTYPE_I8 == 5 && GK_DTYPE_I16 == 6 && GK_DTYPE_I32 == 7 && GK_DTYPE_I64 == 8 &&
+              GK_DTYPE_U8 == 9 && GK_DTYPE_BOOL == 10);
+static_assert(GK_TENSOR_READ_ONLY == 1);
+static_assert(GK_ATTR_INT == 1 && GK_ATTR_FLOAT == 2 && GK_ATTR_STRING == 3 && GK_ATTR_INTS == 4);
+static_assert(std::is_same_v<gk_status, int32_t>);
+
+// The runtime-side checks that need the library.
+TEST(AbiLayout, library_reports_the_header_major_version) {
+  EXPECT_EQ(GK_VERSION_MAJOR(gk_abi_version()), GK_ABI_VERSION_MAJOR);
+}
+
+TEST(AbiLayout, current_struct_sizes_cover_the_last_field) {
+  // sizeof may add tail padding; the *_SIZE macros of this version never exceed it.
+  EXPECT_LE(GK_RUNTIME_OPTIONS_SIZE, sizeof(gk_runtime_options));
+  EXPECT_LE(GK_DEVICE_PROPS_SIZE, sizeof(gk_device_props));
+  EXPECT_LE(GK_ALLOC_ARGS_SIZE, sizeof(gk_alloc_args));
+  EXPECT_LE(GK_TENSOR_DESC_SIZE, sizeof(gk_tensor_desc));
+  EXPECT_LE(GK_OP_ARGS_SIZE, sizeof(gk_op_args));
+  EXPECT_LE(GK_PLUGIN_INFO_SIZE, sizeof(gk_plugin_info));
+  EXPECT_LE(GK_PLUGIN_DEVICE_SIZE, sizeof(gk_plugin_device));
+  EXPECT_LE(GK_HOST_SERVICES_SIZE, sizeof(gk_host_services));
+  EXPECT_LE(GK_KERNEL_ARGS_SIZE, sizeof(gk_kernel_args));
+  EXPECT_LE(GK_PLUGIN_API_SIZE, sizeof(gk_plugin_api));
+}
+
+TEST(AbiLayout, a_caller_of_another_major_version_is_refused) {
+  gk_runtime_options options = GK_RUNTIME_OPTIONS_INIT;
+  options.abi_version = GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR + 1, 0);
+  options.devices = "cpu";
+  options.flags = GK_RUNTIME_IGNORE_ENVIRONMENT;
+  gk_runtime* rt = nullptr;
+  EXPECT_EQ(gk_runtime_create(&options, &rt), GK_FAILED_PRECONDITION);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_STRNE(gk_last_error(), "");
+}
+
+TEST(AbiLayout, a_caller_with_a_struct_of_the_first_version_is_accepted) {
+  // A caller built against ABI 1.0 passes exactly GK_RUNTIME_OPTIONS_SIZE.
+  gk_runtime_options options = GK_RUNTIME_OPTIONS_INIT;
+  options.struct_size = GK_RUNTIME_OPTIONS_SIZE;
+  options.devices = "cpu";
+  options.flags = GK_RUNTIME_IGNORE_ENVIRONMENT;
+  gk_runtime* rt = nullptr;
+  ASSERT_EQ(gk_runtime_create(&options, &rt), GK_OK) << gk_last_error();
+  gk_device_props props{};
+  props.struct_size = GK_DEVICE_PROPS_SIZE;
+  EXPECT_EQ(gk_device_get_props(rt, 0, &props), GK_OK) << gk_last_error();
+  EXPECT_EQ(props.kind, GK_DEVICE_KIND_CPU);
+  gk_runtime_destroy(rt);
+}

@@ -1,0 +1,211 @@
+/*
+ * c_abi_test.c — the runtime C ABI from plain C99: only <gpukit/gpukit.h>, libgpukit,
+ * -std=c99 -Wall -Wextra -pedantic -Werror.
+ *
+ * Creates a runtime, allocates tensors, copies in, runs "add" on the cpu device and on
+ * the default device, reads back and checks; then checks the error model: a bad shape
+ * is INVALID_ARGUMENT naming the op, an unknown op is NOT_FOUND naming it, a stale
+ * buffer handle is INVALID_ARGUMENT, and a struct_size-versioned call still works.
+ * Prints one line per check; exits 1 on the first failure.
+ */
+#include <gpukit/gpukit.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define EXPECT(cond, ...)                                        \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n");                                     \
+      ++failures;                                                \
+    }                                                            \
+  } while (0)
+
+#define REQUIRE_OK(call)                                                          \
+  do {                                                                            \
+    gk_status require_status_ = (call);                                           \
+    if (require_status_ != GK_OK) {                                               \
+      fprintf(stderr, "FAIL %s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, \
+              gk_status_name(require_status_), gk_last_error());                  \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+static gk_tensor_desc desc2(int32_t dtype, int64_t rows, int64_t cols) {
+  gk_tensor_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.dtype = dtype;
+  d.ndim = 2;
+  d.shape[0] = rows;
+  d.shape[1] = cols;
+  return d;
+}
+
+static gk_op_args op_args(gk_tensor* const* inputs, int32_t num_inputs, gk_tensor* const* outputs,
+                          int32_t num_outputs, gk_stream* stream) {
+  gk_op_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.inputs = inputs;
+  a.num_inputs = num_inputs;
+  a.outputs = outputs;
+  a.num_outputs = num_outputs;
+  a.stream = stream;
+  return a;
+}
+
+/* add on `device`: [3,4] + [1,4] (broadcast) → [3,4]. */
+static void check_add(gk_runtime* rt, int32_t device) {
+  float a_host[12], b_host[4], out_host[12];
+  gk_tensor_desc a_desc = desc2(GK_DTYPE_F32, 3, 4);
+  gk_tensor_desc b_desc = desc2(GK_DTYPE_F32, 1, 4);
+  gk_tensor *a, *b, *out;
+  gk_stream* stream;
+  gk_tensor* inputs[2];
+  gk_op_args args;
+  int i;
+
+  for (i = 0; i < 12; ++i) a_host[i] = (float)i;
+  for (i = 0; i < 4; ++i) b_host[i] = 100.0f * (float)(i + 1);
+
+  REQUIRE_OK(gk_stream_create(rt, device, 0, &stream));
+  REQUIRE_OK(gk_tensor_create(rt, device, &a_desc, stream, &a));
+  REQUIRE_OK(gk_tensor_create(rt, device, &b_desc, stream, &b));
+  REQUIRE_OK(gk_tensor_create(rt, device, &a_desc, stream, &out));
+  EXPECT(gk_tensor_device(a) == device, "tensor on device %d", gk_tensor_device(a));
+  REQUIRE_OK(gk_copy_from_host(a, a_host, sizeof a_host, stream));
+  REQUIRE_OK(gk_copy_from_host(b, b_host, sizeof b_host, stream));
+
+  inputs[0] = a;
+  inputs[1] = b;
+  args = op_args(inputs, 2, &out, 1, stream);
+  REQUIRE_OK(gk_op_call(rt, "add", &args));
+  REQUIRE_OK(gk_copy_to_host(out, out_host, sizeof out_host, stream));
+  REQUIRE_OK(gk_stream_synchronize(stream));
+  for (i = 0; i < 12; ++i) {
+    float expected = (float)i + 100.0f * (float)(i % 4 + 1);
+    EXPECT(out_host[i] == expected, "device %d: out[%d] = %g, expected %g", device, i,
+           out_host[i], expected);
+  }
+
+  gk_tensor_release(a);
+  gk_tensor_release(b);
+  gk_tensor_release(out);
+  REQUIRE_OK(gk_stream_destroy(stream));
+  printf("ok   add [3,4] + [1,4] on device %d\n", device);
+}
+
+static void check_errors(gk_runtime* rt) {
+  gk_tensor_desc a_desc = desc2(GK_DTYPE_F32, 2, 3);
+  gk_tensor_desc b_desc = desc2(GK_DTYPE_F32, 4, 5);
+  gk_tensor *a, *b, *out;
+  gk_tensor* inputs[2];
+  gk_op_args args;
+  gk_status status;
+
+  REQUIRE_OK(gk_tensor_create(rt, 0, &a_desc, NULL, &a));
+  REQUIRE_OK(gk_tensor_create(rt, 0, &b_desc, NULL, &b));
+  REQUIRE_OK(gk_tensor_create(rt, 0, &a_desc, NULL, &out));
+  inputs[0] = a;
+  inputs[1] = b;
+  args = op_args(inputs, 2, &out, 1, NULL);
+
+  status = gk_op_call(rt, "add", &args);
+  EXPECT(status == GK_INVALID_ARGUMENT, "bad shape gave %s", gk_status_name(status));
+  EXPECT(strstr(gk_last_error(), "add") != NULL, "message does not name the op: '%s'",
+         gk_last_error());
+  printf("ok   add [2,3] + [4,5] -> %s: %s\n", gk_status_name(status), gk_last_error());
+
+  status = gk_op_call(rt, "no_such_op_xyz", &args);
+  EXPECT(status == GK_NOT_FOUND, "unknown op gave %s", gk_status_name(status));
+  EXPECT(strstr(gk_last_error(), "no_such_op_xyz") != NULL, "message does not name it: '%s'",
+         gk_last_error());
+  printf("ok   no_such_op_xyz -> %s: %s\n", gk_status_name(status), gk_last_error());
+
+  /* A successful call after a failed one still works. */
+  args.num_inputs = 1;
+  status = gk_op_call(rt, "neg", &args);
+  EXPECT(status == GK_OK, "neg after errors gave %s: %s", gk_status_name(status),
+         gk_last_error());
+
+  gk_tensor_release(a);
+  gk_tensor_release(b);
+  gk_tensor_release(out);
+}
+
+static void check_buffers(gk_runtime* rt) {
+  gk_alloc_args alloc;
+  gk_buffer* buffer;
+  uint64_t size = 0;
+  gk_status status;
+
+  memset(&alloc, 0, sizeof alloc);
+  alloc.struct_size = GK_ALLOC_ARGS_SIZE; /* the 1.0 size: struct_size versioning */
+  alloc.device = 0;
+  alloc.size = 1000;
+  REQUIRE_OK(gk_buffer_alloc(rt, &alloc, &buffer));
+  REQUIRE_OK(gk_buffer_size(buffer, &size));
+  EXPECT(size >= 1000, "buffer size %llu", (unsigned long long)size);
+  REQUIRE_OK(gk_buffer_free(buffer, NULL));
+  status = gk_buffer_free(buffer, NULL);
+  EXPECT(status == GK_INVALID_ARGUMENT, "double free gave %s", gk_status_name(status));
+  EXPECT(strlen(gk_last_error()) > 0, "double free left no message");
+  printf("ok   buffer alloc/free, double free -> %s\n", gk_status_name(status));
+}
+
+static void check_basics(void) {
+  EXPECT(GK_VERSION_MAJOR(gk_abi_version()) == GK_ABI_VERSION_MAJOR, "library ABI %u.%u",
+         (unsigned)GK_VERSION_MAJOR(gk_abi_version()),
+         (unsigned)GK_VERSION_MINOR(gk_abi_version()));
+  EXPECT(gk_library_version() != NULL && gk_library_version()[0] != '\0', "no library version");
+  EXPECT(strcmp(gk_status_name(GK_OK), "OK") == 0, "%s", gk_status_name(GK_OK));
+  EXPECT(strcmp(gk_status_name(GK_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0, "%s",
+         gk_status_name(GK_INVALID_ARGUMENT));
+  EXPECT(strcmp(gk_status_name(12345), "UNKNOWN_STATUS") == 0, "%s", gk_status_name(12345));
+  EXPECT(gk_dtype_size(GK_DTYPE_BF16) == 2, "bf16 size %u", (unsigned)gk_dtype_size(GK_DTYPE_BF16));
+  EXPECT(gk_dtype_size(999) == 0, "unknown dtype size %u", (unsigned)gk_dtype_size(999));
+  EXPECT(strcmp(gk_dtype_name(GK_DTYPE_BF16), "bf16") == 0, "%s", gk_dtype_name(GK_DTYPE_BF16));
+  gk_string_free(NULL);
+  gk_runtime_destroy(NULL);
+  printf("ok   versions %s / ABI %u.%u, status and dtype names\n", gk_library_version(),
+         (unsigned)GK_VERSION_MAJOR(gk_abi_version()),
+         (unsigned)GK_VERSION_MINOR(gk_abi_version()));
+}
+
+int main(void) {
+  gk_runtime_options options = GK_RUNTIME_OPTIONS_INIT;
+  gk_runtime* rt = NULL;
+  int32_t count = 0;
+  int32_t best;
+
+  check_basics();
+
+  options.flags = GK_RUNTIME_IGNORE_ENVIRONMENT;
+  options.log_level = GK_LOG_WARNING;
+  REQUIRE_OK(gk_runtime_create(&options, &rt));
+  REQUIRE_OK(gk_device_count(rt, &count));
+  EXPECT(count >= 1, "device count %d", (int)count);
+  best = gk_device_default(rt);
+  EXPECT(best >= 0 && best < count, "default device %d of %d", (int)best, (int)count);
+  EXPECT(gk_op_count(rt) > 0, "no ops");
+
+  check_add(rt, 0);
+  if (best != 0) check_add(rt, best);
+  check_errors(rt);
+  check_buffers(rt);
+
+  gk_runtime_destroy(rt);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("all C ABI checks passed\n");
+  return 0;
+}
