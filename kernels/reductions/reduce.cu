@@ -407,6 +407,11 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
     plan->kind = Plan::kGeneric;
   }
 
+  if (plan->k == 0) {  // empty reduction: only the finalize pass runs
+    plan->chunks = 1;
+    plan->chunk_len = 0;
+    return true;
+  }
   if (plan->kind == Plan::kCol) {
     const int64_t j = plan->kept.size[0];
     plan->vector = j % v == 0 && aligned16(x.data) && all_aligned(plan->kept_x + 1, nk - 1) &&

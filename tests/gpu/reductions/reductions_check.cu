@@ -851,6 +851,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--perf-only")) do_check = false;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash must not swallow the log
   const uint64_t seed = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   g_rng.seed(seed);
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
