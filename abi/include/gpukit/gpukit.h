@@ -376,9 +376,10 @@ GK_API int32_t gk_tensor_device(const gk_tensor* tensor);
 GK_API void* gk_tensor_data(const gk_tensor* tensor);
 
 /* ---------------------------------------------------------------------------------
- * Copies. Stream-ordered on `stream` (NULL: the default stream of the device
- * involved; for device↔device, the destination's). Host memory passed to an async
- * copy must stay valid until the stream reaches the copy.
+ * Copies. With a stream, the copy is queued on it: host memory passed in must stay
+ * valid (and, for copies to host, is only written) until the stream reaches the copy.
+ * With stream NULL, the copy runs on the default stream of the GPU involved (the
+ * destination's when both are GPUs) and the call returns when it is complete.
  * ------------------------------------------------------------------------------- */
 
 /* Host → tensor. The tensor must be contiguous and `bytes` equal its size. */
