@@ -54,14 +54,13 @@ gk_status check_counts(const gk_kernel_args& args, int32_t min_inputs, int32_t m
                        int32_t num_outputs, std::string& message);
 
 // `t.dtype` is one of `allowed`; `role` names the argument ("input 'a'").
-gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                      std::string_view role, std::initializer_list<int32_t> allowed,
-                      std::string& message);
+gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,
+                      std::initializer_list<int32_t> allowed, std::string& message);
 
 // `t.dtype` equals `dtype` (the dtype of `reference_role`).
 gk_status check_same_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                           std::string_view role, int32_t dtype,
-                           std::string_view reference_role, std::string& message);
+                           std::string_view role, int32_t dtype, std::string_view reference_role,
+                           std::string& message);
 
 // Same ndim and dims.
 bool same_shape(const gk_plugin_tensor& a, const gk_plugin_tensor& b);
@@ -72,8 +71,8 @@ gk_status string_attr(const gk_kernel_args& args, const char* name, const char* 
                       std::string& message);
 
 // Rejects data == NULL for a non-empty tensor, which launch cannot read or write.
-gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                     std::string_view role, std::string& message);
+gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,
+                     std::string& message);
 
 }  // namespace gk::cpu
 

@@ -73,15 +73,14 @@ template <BinaryKind K>
 gk_status check_binary(const gk_kernel_args& args, std::string& message) {
   if (gk_status s = check_counts(args, 2, 2, 1, message)) return s;
   const gk_plugin_tensor& a = args.inputs[0];
-  gk_status s = (K == BinaryKind::kDiv || K == BinaryKind::kPow)
-                    ? check_dtype(args, a, "input 'a'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16},
-                                  message)
-                    : check_dtype(args, a, "input 'a'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16,
-                                   GK_DTYPE_I8, GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64,
-                                   GK_DTYPE_U8},
-                                  message);
+  gk_status s =
+      (K == BinaryKind::kDiv || K == BinaryKind::kPow)
+          ? check_dtype(args, a, "input 'a'",
+                        {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16}, message)
+          : check_dtype(args, a, "input 'a'",
+                        {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I8,
+                         GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64, GK_DTYPE_U8},
+                        message);
   if (s) return s;
   if ((s = check_same_dtype(args, args.inputs[1], "input 'b'", a.dtype, "input 'a'", message))) {
     return s;
@@ -118,7 +117,9 @@ gk_status run_binary(const gk_kernel_args& args, std::string& message) {
           return GK_OK;
         }
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(a.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(a.dtype));
+      });
 }
 
 // ----------------------------------------------------------------------------------------
@@ -130,14 +131,13 @@ gk_status check_unary(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& x = args.inputs[0];
   constexpr bool kIntegerToo =
       K == UnaryKind::kNeg || K == UnaryKind::kAbs || K == UnaryKind::kRelu;
-  gk_status s = kIntegerToo
-                    ? check_dtype(args, x, "input 'x'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16,
-                                   GK_DTYPE_I8, GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64},
-                                  message)
-                    : check_dtype(args, x, "input 'x'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16},
-                                  message);
+  gk_status s =
+      kIntegerToo ? check_dtype(args, x, "input 'x'",
+                                {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16,
+                                 GK_DTYPE_I8, GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64},
+                                message)
+                  : check_dtype(args, x, "input 'x'",
+                                {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16}, message);
   if (s) return s;
   if (K == UnaryKind::kGelu) {
     std::string approximate;
@@ -165,8 +165,7 @@ gk_status run_unary_kind(const gk_kernel_args& args, std::string& message) {
         constexpr bool kIntegerOk =
             K == UnaryKind::kNeg || K == UnaryKind::kAbs || K == UnaryKind::kRelu;
         if constexpr (!kIsFloating<T> && (!kIntegerOk || std::is_same_v<T, uint8_t>)) {
-          return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
-                      dtype_name(x.dtype));
+          return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(x.dtype));
         } else {
           int64_t strides[2][kMaxDims];
           byte_strides(out, sizeof(T), strides[0]);
@@ -178,15 +177,17 @@ gk_status run_unary_kind(const gk_kernel_args& args, std::string& message) {
           return GK_OK;
         }
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(x.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(x.dtype));
+      });
 }
 
 template <UnaryKind K>
 gk_status run_unary(const gk_kernel_args& args, std::string& message) {
   if constexpr (K == UnaryKind::kGelu) {
     std::string approximate;
-    if (gk_status s = string_attr(args, "approximate", "none", {"none", "tanh"}, approximate,
-                                  message)) {
+    if (gk_status s =
+            string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message)) {
       return s;
     }
     if (approximate == "tanh") return run_unary_kind<UnaryKind::kGeluTanh>(args, message);
@@ -246,15 +247,18 @@ gk_status run_gated_kind(const gk_kernel_args& args, std::string& message) {
         map_binary<T>(loop, [](auto g, auto u) { return unary_apply<K>(g) * u; });
         return GK_OK;
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(gate.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
+                    dtype_name(gate.dtype));
+      });
 }
 
 template <UnaryKind K>
 gk_status run_gated(const gk_kernel_args& args, std::string& message) {
   if constexpr (K == UnaryKind::kGelu) {
     std::string approximate;
-    if (gk_status s = string_attr(args, "approximate", "none", {"none", "tanh"}, approximate,
-                                  message)) {
+    if (gk_status s =
+            string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message)) {
       return s;
     }
     if (approximate == "tanh") return run_gated_kind<UnaryKind::kGeluTanh>(args, message);
@@ -265,8 +269,8 @@ gk_status run_gated(const gk_kernel_args& args, std::string& message) {
 // ----------------------------------------------------------------------------------------
 // cast: any pair of f32 f64 f16 bf16 i32 i64.
 
-constexpr std::initializer_list<int32_t> kCastDtypes = {
-    GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I32, GK_DTYPE_I64};
+constexpr std::initializer_list<int32_t> kCastDtypes = {GK_DTYPE_F32,  GK_DTYPE_F64, GK_DTYPE_F16,
+                                                        GK_DTYPE_BF16, GK_DTYPE_I32, GK_DTYPE_I64};
 
 // Float to integer truncates toward zero; NaN gives 0 (ops.md) and out-of-range values
 // saturate, so no input reaches C++'s undefined float-to-int conversion.
@@ -294,9 +298,12 @@ void cast_rows(NdLoop<2>& loop) {
 template <class F>
 gk_status visit_cast(int32_t dtype, F&& f) {
   switch (dtype) {
-    case GK_DTYPE_I32: return f(TypeTag<int32_t>{});
-    case GK_DTYPE_I64: return f(TypeTag<int64_t>{});
-    default: return visit_floating(dtype, f, [] { return gk_status{GK_UNIMPLEMENTED}; });
+    case GK_DTYPE_I32:
+      return f(TypeTag<int32_t>{});
+    case GK_DTYPE_I64:
+      return f(TypeTag<int64_t>{});
+    default:
+      return visit_floating(dtype, f, [] { return gk_status{GK_UNIMPLEMENTED}; });
   }
 }
 
@@ -332,8 +339,8 @@ gk_status run_cast(const gk_kernel_args& args, std::string& message) {
     });
   });
   if (status == GK_OK) return GK_OK;
-  return fail(message, status, "op 'cast': ", dtype_name(x.dtype), " to ",
-              dtype_name(out.dtype), " is not served");
+  return fail(message, status, "op 'cast': ", dtype_name(x.dtype), " to ", dtype_name(out.dtype),
+              " is not served");
 }
 
 constexpr OpDef kOps[] = {
@@ -362,6 +369,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> elementwise_ops() { return kOps; }
+std::span<const OpDef> elementwise_ops() {
+  return kOps;
+}
 
 }  // namespace gk::cpu

@@ -14,7 +14,18 @@ namespace gk::cpu {
 
 enum class BinaryKind { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
 enum class UnaryKind {
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kRelu,
+  kGelu,
+  kGeluTanh,
+  kSilu
 };
 
 template <class C>

@@ -114,8 +114,8 @@ gk_status plan_shape(const gk_kernel_args& args, const MatmulAttrs& attrs, Matmu
     const int64_t da = d >= shape.batch_ndim - na ? a.shape[d - (shape.batch_ndim - na)] : 1;
     const int64_t db = d >= shape.batch_ndim - nb ? b.shape[d - (shape.batch_ndim - nb)] : 1;
     if (da != db && da != 1 && db != 1) {
-      return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': batch dims of 'a' ",
-                  shape_string(a), " and 'b' ", shape_string(b), " do not broadcast");
+      return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': batch dims of 'a' ", shape_string(a),
+                  " and 'b' ", shape_string(b), " do not broadcast");
     }
     shape.batch_shape[d] = da == 1 ? db : da;
     ok = out.shape[d] == shape.batch_shape[d];
@@ -123,14 +123,14 @@ gk_status plan_shape(const gk_kernel_args& args, const MatmulAttrs& attrs, Matmu
   ok = ok && out.shape[out.ndim - 2] == shape.m && out.shape[out.ndim - 1] == shape.n;
   if (!ok) {
     return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': output 'out' is ", shape_string(out),
-                " but 'a' ", shape_string(a), " and 'b' ", shape_string(b), " give [..., ",
-                shape.m, ", ", shape.n, "]");
+                " but 'a' ", shape_string(a), " and 'b' ", shape_string(b), " give [..., ", shape.m,
+                ", ", shape.n, "]");
   }
   if (args.num_inputs == 3) {
     const gk_plugin_tensor& bias = args.inputs[2];
     if (bias.ndim != 1 || bias.shape[0] != shape.n) {
-      return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': input 'bias' is ",
-                  shape_string(bias), ", expected [", shape.n, "]");
+      return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': input 'bias' is ", shape_string(bias),
+                  ", expected [", shape.n, "]");
     }
   }
   return GK_OK;
@@ -139,8 +139,7 @@ gk_status plan_shape(const gk_kernel_args& args, const MatmulAttrs& attrs, Matmu
 // How BLAS reads a rows×cols matrix with element strides (row, col) in place: row-major
 // (trans = false) or column-major (trans = true) with leading dim ld. False: pack it.
 // A stride along a dim of size 1 is never used, so it may be anything.
-bool blas_layout(int64_t rows, int64_t cols, int64_t row, int64_t col, bool& trans,
-                 int64_t& ld) {
+bool blas_layout(int64_t rows, int64_t cols, int64_t row, int64_t col, bool& trans, int64_t& ld) {
   const int64_t row_major_ld = rows == 1 ? (cols > 1 ? cols : 1) : row;
   if ((cols == 1 || col == 1) && row_major_ld >= (cols > 1 ? cols : 1)) {
     trans = false;
@@ -156,21 +155,19 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t row, int64_t col, bool& tra
   return false;
 }
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                 const float* a, int64_t lda, const float* b, int64_t ldb, double beta, float* c,
-                 int64_t ldc) {
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, double beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-              static_cast<float>(alpha), a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), static_cast<float>(beta), c, static_cast<blasint>(ldc));
+              static_cast<float>(alpha), a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb),
+              static_cast<float>(beta), c, static_cast<blasint>(ldc));
 }
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                 double* c, int64_t ldc) {
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
-              a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
 }
 
@@ -247,9 +244,8 @@ class Matmul {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           // Read out only when beta uses it, so uninitialised memory never leaks in.
-          c[i * ldc_ + j] = attrs_.beta != 0.0
-                                ? load<TO>(out + (i * out_row_ + j * out_col_) * kOutSize)
-                                : C(0);
+          c[i * ldc_ + j] =
+              attrs_.beta != 0.0 ? load<TO>(out + (i * out_row_ + j * out_col_) * kOutSize) : C(0);
         }
       }
     }
@@ -264,10 +260,8 @@ class Matmul {
     } else {
       bool ta = false, tb = false;
       int64_t lda = 0, ldb = 0;
-      const C* pa = prepare_operand<T, C>(a, m, k, shape_.a_row, shape_.a_col, a_scratch_, ta,
-                                          lda);
-      const C* pb = prepare_operand<T, C>(b, k, n, shape_.b_row, shape_.b_col, b_scratch_, tb,
-                                          ldb);
+      const C* pa = prepare_operand<T, C>(a, m, k, shape_.a_row, shape_.a_col, a_scratch_, ta, lda);
+      const C* pb = prepare_operand<T, C>(b, k, n, shape_.b_row, shape_.b_col, b_scratch_, tb, ldb);
       gemm(ta, tb, m, n, k, attrs_.alpha, pa, lda, pb, ldb, attrs_.beta, c, ldc_);
     }
     epilogue(c);
@@ -293,10 +287,17 @@ class Matmul {
                        j * bias->strides[0] * static_cast<int64_t>(sizeof(T)));
         }
         switch (attrs_.activation) {
-          case Activation::kNone: break;
-          case Activation::kRelu: v = relu(v); break;
-          case Activation::kGelu: v = gelu_erf(v); break;
-          case Activation::kSilu: v = silu(v); break;
+          case Activation::kNone:
+            break;
+          case Activation::kRelu:
+            v = relu(v);
+            break;
+          case Activation::kGelu:
+            v = gelu_erf(v);
+            break;
+          case Activation::kSilu:
+            v = silu(v);
+            break;
         }
         row[j] = v;
       }
@@ -321,8 +322,7 @@ gk_status check_matmul(const gk_kernel_args& args, std::string& message) {
     return s;
   }
   if (args.num_inputs == 3 &&
-      (s = check_same_dtype(args, args.inputs[2], "input 'bias'", a.dtype, "input 'a'",
-                            message))) {
+      (s = check_same_dtype(args, args.inputs[2], "input 'bias'", a.dtype, "input 'a'", message))) {
     return s;
   }
   const gk_plugin_tensor& out = args.outputs[0];
@@ -388,6 +388,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> matmul_ops() { return kOps; }
+std::span<const OpDef> matmul_ops() {
+  return kOps;
+}
 
 }  // namespace gk::cpu

@@ -35,7 +35,8 @@ const char* input_role(const NormSpec& spec, int32_t index) {
 gk_status parse_eps(const gk_kernel_args& args, double& eps, std::string& message) {
   const gk_attr* attr = gk_find_attr(&args, "eps");
   if (attr != nullptr && attr->type != GK_ATTR_FLOAT && attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute 'eps' must be a float");
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                "': attribute 'eps' must be a float");
   }
   eps = gk_attr_float(&args, "eps", 1e-5);
   return GK_OK;
@@ -43,8 +44,8 @@ gk_status parse_eps(const gk_kernel_args& args, double& eps, std::string& messag
 
 template <const NormSpec& kSpec>
 gk_status check_norm(const gk_kernel_args& args, std::string& message) {
-  if (gk_status s = check_counts(args, kSpec.min_inputs, kSpec.max_inputs, kSpec.add ? 2 : 1,
-                                 message)) {
+  if (gk_status s =
+          check_counts(args, kSpec.min_inputs, kSpec.max_inputs, kSpec.add ? 2 : 1, message)) {
     return s;
   }
   const gk_plugin_tensor& x = args.inputs[0];
@@ -106,7 +107,8 @@ void normalize_rows(const gk_kernel_args& args, const gk_plugin_tensor* weight,
         char* sum = p[3] + i * s[3];
         const char* residual = p[2] + i * s[2];
         for (int64_t j = 0; j < h; ++j) {
-          store<T>(sum + j * steps[3], load<T>(src + j * src_step) + load<T>(residual + j * steps[2]));
+          store<T>(sum + j * steps[3],
+                   load<T>(src + j * src_step) + load<T>(residual + j * steps[2]));
         }
         src = sum;
         src_step = steps[3];
@@ -198,6 +200,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> norm_ops() { return kOps; }
+std::span<const OpDef> norm_ops() {
+  return kOps;
+}
 
 }  // namespace gk::cpu

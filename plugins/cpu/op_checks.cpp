@@ -7,33 +7,49 @@ namespace gk::cpu {
 
 const char* dtype_name(int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return "f32";
-    case GK_DTYPE_F64: return "f64";
-    case GK_DTYPE_F16: return "f16";
-    case GK_DTYPE_BF16: return "bf16";
-    case GK_DTYPE_I8: return "i8";
-    case GK_DTYPE_I16: return "i16";
-    case GK_DTYPE_I32: return "i32";
-    case GK_DTYPE_I64: return "i64";
-    case GK_DTYPE_U8: return "u8";
-    case GK_DTYPE_BOOL: return "bool";
-    default: return "unknown";
+    case GK_DTYPE_F32:
+      return "f32";
+    case GK_DTYPE_F64:
+      return "f64";
+    case GK_DTYPE_F16:
+      return "f16";
+    case GK_DTYPE_BF16:
+      return "bf16";
+    case GK_DTYPE_I8:
+      return "i8";
+    case GK_DTYPE_I16:
+      return "i16";
+    case GK_DTYPE_I32:
+      return "i32";
+    case GK_DTYPE_I64:
+      return "i64";
+    case GK_DTYPE_U8:
+      return "u8";
+    case GK_DTYPE_BOOL:
+      return "bool";
+    default:
+      return "unknown";
   }
 }
 
 size_t dtype_size(int32_t dtype) {
   switch (dtype) {
     case GK_DTYPE_F64:
-    case GK_DTYPE_I64: return 8;
+    case GK_DTYPE_I64:
+      return 8;
     case GK_DTYPE_F32:
-    case GK_DTYPE_I32: return 4;
+    case GK_DTYPE_I32:
+      return 4;
     case GK_DTYPE_F16:
     case GK_DTYPE_BF16:
-    case GK_DTYPE_I16: return 2;
+    case GK_DTYPE_I16:
+      return 2;
     case GK_DTYPE_I8:
     case GK_DTYPE_U8:
-    case GK_DTYPE_BOOL: return 1;
-    default: return 0;
+    case GK_DTYPE_BOOL:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -41,7 +57,7 @@ std::string shape_string(const gk_plugin_tensor& t) {
   std::string s = "[";
   for (int32_t d = 0; d < t.ndim; ++d) {
     if (d > 0) s += ", ";
-    s += std::to_string(t.shape[d]);
+    s += cat(t.shape[d]);
   }
   return s + "]";
 }
@@ -53,8 +69,8 @@ gk_status check_counts(const gk_kernel_args& args, int32_t min_inputs, int32_t m
       return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", min_inputs,
                   " inputs, got ", args.num_inputs);
     }
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", min_inputs,
-                " to ", max_inputs, " inputs, got ", args.num_inputs);
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", min_inputs, " to ",
+                max_inputs, " inputs, got ", args.num_inputs);
   }
   if (args.num_outputs != num_outputs) {
     return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': expected ", num_outputs,
@@ -63,9 +79,8 @@ gk_status check_counts(const gk_kernel_args& args, int32_t min_inputs, int32_t m
   return GK_OK;
 }
 
-gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                      std::string_view role, std::initializer_list<int32_t> allowed,
-                      std::string& message) {
+gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,
+                      std::initializer_list<int32_t> allowed, std::string& message) {
   for (int32_t dtype : allowed) {
     if (t.dtype == dtype) return GK_OK;
   }
@@ -79,8 +94,8 @@ gk_status check_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
 }
 
 gk_status check_same_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                           std::string_view role, int32_t dtype,
-                           std::string_view reference_role, std::string& message) {
+                           std::string_view role, int32_t dtype, std::string_view reference_role,
+                           std::string& message) {
   if (t.dtype == dtype) return GK_OK;
   return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': ", role, " has dtype ",
               dtype_name(t.dtype), ", expected ", dtype_name(dtype), " like ", reference_role);
@@ -119,11 +134,11 @@ gk_status string_attr(const gk_kernel_args& args, const char* name, const char* 
               value, "\"; expected one of ", names);
 }
 
-gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t,
-                     std::string_view role, std::string& message) {
+gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,
+                     std::string& message) {
   if (t.data != nullptr || gk_tensor_numel(&t) == 0) return GK_OK;
-  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': ", role, " ",
-              shape_string(t), " has no data (NULL)");
+  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': ", role, " ", shape_string(t),
+              " has no data (NULL)");
 }
 
 }  // namespace gk::cpu

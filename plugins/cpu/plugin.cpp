@@ -34,8 +34,8 @@ std::string version_string(uint32_t version) {
 }
 
 const OpDef* find_op(const char* name) {
-  for (auto family : {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(),
-                      matmul_ops()}) {
+  for (auto family :
+       {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(), matmul_ops()}) {
     for (const OpDef& op : family) {
       if (std::strcmp(op.name, name) == 0) return &op;
     }
@@ -91,8 +91,7 @@ gk_status check_call(const PluginState* state, const gk_kernel_args* args, const
     const gk_plugin_tensor& t = args->outputs[i];
     if (gk_status s = check_tensor(*args, t, "output", i, message)) return s;
     if (t.flags & GK_TENSOR_READ_ONLY) {
-      return fail(message, GK_INVALID_ARGUMENT, "op '", args->op, "': output ", i,
-                  " is read-only");
+      return fail(message, GK_INVALID_ARGUMENT, "op '", args->op, "': output ", i, " is read-only");
     }
   }
   for (int32_t i = 0; i < args->num_attrs; ++i) {
@@ -112,7 +111,8 @@ gk_status check_call(const PluginState* state, const gk_kernel_args* args, const
     }
     if (device.kind != GK_DEVICE_KIND_CPU) {
       return fail(message, GK_UNIMPLEMENTED, "op '", args->op, "': device ", args->device,
-                  " is not a cpu device (kind ", device.kind, "); the cpu plugin serves the host"
+                  " is not a cpu device (kind ", device.kind,
+                  "); the cpu plugin serves the host"
                   " CPU only");
     }
   }
@@ -137,7 +137,9 @@ gk_status cpu_init(const gk_host_services* host, void** state) {
   }
 }
 
-void cpu_shutdown(void* state) { delete static_cast<PluginState*>(state); }
+void cpu_shutdown(void* state) {
+  delete static_cast<PluginState*>(state);
+}
 
 gk_status cpu_supports(void* state, const gk_kernel_args* args, char* reason,
                        size_t reason_capacity) {
@@ -170,8 +172,8 @@ gk_status cpu_launch(void* state, const gk_kernel_args* args) {
                   "': cpu plugin ran out of host memory for its scratch buffers");
   } catch (const std::exception& e) {
     status = GK_INTERNAL;
-    message = cat("op '", args && args->op ? args->op : "?", "': cpu plugin internal error: ",
-                  e.what());
+    message =
+        cat("op '", args && args->op ? args->op : "?", "': cpu plugin internal error: ", e.what());
   } catch (...) {
     status = GK_INTERNAL;
     message = "cpu plugin: unknown internal error in launch()";
@@ -187,8 +189,8 @@ gk_status cpu_launch(void* state, const gk_kernel_args* args) {
 }
 
 const gk_plugin_api kApi = {
-    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "cpu", GPUKIT_CPU_PLUGIN_VERSION,
-    &cpu_init,             &cpu_shutdown,         &cpu_supports, &cpu_launch,
+    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "cpu",       GPUKIT_CPU_PLUGIN_VERSION, &cpu_init,
+    &cpu_shutdown,         &cpu_supports,         &cpu_launch,
 };
 
 }  // namespace
@@ -204,10 +206,9 @@ extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* ho
     const uint32_t version = GK_PLUGIN_ABI_VERSION;
     if (version < host->abi_min || version > host->abi_max) {
       gk::cpu::report_error(
-          host, gk::cpu::cat("cpu plugin implements plugin ABI ",
-                             gk::cpu::version_string(version), ", outside the host's range ",
-                             gk::cpu::version_string(host->abi_min), " .. ",
-                             gk::cpu::version_string(host->abi_max)));
+          host, gk::cpu::cat("cpu plugin implements plugin ABI ", gk::cpu::version_string(version),
+                             ", outside the host's range ", gk::cpu::version_string(host->abi_min),
+                             " .. ", gk::cpu::version_string(host->abi_max)));
       return GK_FAILED_PRECONDITION;
     }
     *api = &gk::cpu::kApi;

@@ -57,8 +57,8 @@ gk_status plan_reduce(const gk_kernel_args& args, ReducePlan& plan, std::string&
       }
       if (axis < 0) axis += x.ndim;
       if (plan.reduced[axis]) {
-        return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axes[", i, "] = ",
-                    axes->value.ints[i], " repeats axis ", axis);
+        return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axes[", i,
+                    "] = ", axes->value.ints[i], " repeats axis ", axis);
       }
       plan.reduced[axis] = true;
     }
@@ -127,11 +127,15 @@ void reduce(const gk_plugin_tensor& x, const gk_plugin_tensor& out, const Reduce
 
   auto fold = [](Acc a, Acc v) -> Acc {
     if constexpr (K == ReduceKind::kSum || K == ReduceKind::kMean) {
-      if constexpr (kIsFloating<T>) return a + v;
-      else return static_cast<Acc>(static_cast<uint64_t>(a) + static_cast<uint64_t>(v));
+      if constexpr (kIsFloating<T>)
+        return a + v;
+      else
+        return static_cast<Acc>(static_cast<uint64_t>(a) + static_cast<uint64_t>(v));
     } else if constexpr (K == ReduceKind::kProd) {
-      if constexpr (kIsFloating<T>) return a * v;
-      else return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v));
+      if constexpr (kIsFloating<T>)
+        return a * v;
+      else
+        return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v));
     } else if constexpr (kIsFloating<T>) {
       // max/min: the first NaN sticks.
       if (std::isnan(a) || std::isnan(v)) return std::isnan(a) ? a : v;
@@ -182,14 +186,14 @@ template <ReduceKind K>
 gk_status check_reduce(const gk_kernel_args& args, std::string& message) {
   if (gk_status s = check_counts(args, 1, 1, 1, message)) return s;
   const gk_plugin_tensor& x = args.inputs[0];
-  gk_status s = K == ReduceKind::kMean
-                    ? check_dtype(args, x, "input 'x'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16},
-                                  message)
-                    : check_dtype(args, x, "input 'x'",
-                                  {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16,
-                                   GK_DTYPE_I32, GK_DTYPE_I64},
-                                  message);
+  gk_status s =
+      K == ReduceKind::kMean
+          ? check_dtype(args, x, "input 'x'",
+                        {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16}, message)
+          : check_dtype(args, x, "input 'x'",
+                        {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I32,
+                         GK_DTYPE_I64},
+                        message);
   if (s) return s;
   if ((s = check_same_dtype(args, args.outputs[0], "output 'out'", x.dtype, "input 'x'",
                             message))) {
@@ -262,7 +266,8 @@ gk_status parse_axis(const gk_kernel_args& args, bool& has_axis, int32_t& axis,
   has_axis = attr != nullptr;
   if (!has_axis) return GK_OK;
   if (attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute 'axis' must be an int");
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                "': attribute 'axis' must be an int");
   }
   const int64_t value = attr->value.i;
   if (value < -x.ndim || value >= x.ndim) {
@@ -276,10 +281,10 @@ gk_status parse_axis(const gk_kernel_args& args, bool& has_axis, int32_t& axis,
 template <bool kMax>
 gk_status check_arg(const gk_kernel_args& args, std::string& message) {
   if (gk_status s = check_counts(args, 1, 1, 1, message)) return s;
-  gk_status s = check_dtype(args, args.inputs[0], "input 'x'",
-                            {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16,
-                             GK_DTYPE_I32, GK_DTYPE_I64},
-                            message);
+  gk_status s = check_dtype(
+      args, args.inputs[0], "input 'x'",
+      {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I32, GK_DTYPE_I64},
+      message);
   if (s) return s;
   if ((s = check_dtype(args, args.outputs[0], "output 'out'", {GK_DTYPE_I64}, message))) return s;
   bool has_axis = false, keepdims = false;
@@ -343,8 +348,10 @@ gk_status run_arg(const gk_kernel_args& args, std::string& message) {
   int32_t ndim = 0;
   for (int32_t d = 0; d < x.ndim; ++d) {
     const bool reduced = !has_axis || d == axis;
-    if (!reduced) shape[ndim++] = x.shape[d];
-    else if (keepdims) shape[ndim++] = 1;
+    if (!reduced)
+      shape[ndim++] = x.shape[d];
+    else if (keepdims)
+      shape[ndim++] = 1;
   }
   if (gk_status s = check_out_shape(args, ndim, shape, message)) return s;
   if (gk_status s = check_data(args, x, "input 'x'", message)) return s;
@@ -381,6 +388,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> reduction_ops() { return kOps; }
+std::span<const OpDef> reduction_ops() {
+  return kOps;
+}
 
 }  // namespace gk::cpu

@@ -15,7 +15,8 @@ gk_status parse_axis(const gk_kernel_args& args, int32_t& axis, std::string& mes
   const gk_plugin_tensor& x = args.inputs[0];
   const gk_attr* attr = gk_find_attr(&args, "axis");
   if (attr != nullptr && attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute 'axis' must be an int");
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                "': attribute 'axis' must be an int");
   }
   const int64_t value = attr != nullptr ? attr->value.i : -1;
   const int32_t ndim = x.ndim > 0 ? x.ndim : 1;  // a scalar is one row of one element
@@ -108,6 +109,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> softmax_ops() { return kOps; }
+std::span<const OpDef> softmax_ops() {
+  return kOps;
+}
 
 }  // namespace gk::cpu

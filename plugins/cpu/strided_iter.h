@@ -221,11 +221,16 @@ struct TypeTag {
 template <class F, class Fallback>
 auto visit_floating(int32_t dtype, F&& f, Fallback&& fallback) {
   switch (dtype) {
-    case GK_DTYPE_F32: return f(TypeTag<float>{});
-    case GK_DTYPE_F64: return f(TypeTag<double>{});
-    case GK_DTYPE_F16: return f(TypeTag<Half>{});
-    case GK_DTYPE_BF16: return f(TypeTag<BFloat16>{});
-    default: return fallback();
+    case GK_DTYPE_F32:
+      return f(TypeTag<float>{});
+    case GK_DTYPE_F64:
+      return f(TypeTag<double>{});
+    case GK_DTYPE_F16:
+      return f(TypeTag<Half>{});
+    case GK_DTYPE_BF16:
+      return f(TypeTag<BFloat16>{});
+    default:
+      return fallback();
   }
 }
 
@@ -233,12 +238,18 @@ auto visit_floating(int32_t dtype, F&& f, Fallback&& fallback) {
 template <class F, class Fallback>
 auto visit_numeric(int32_t dtype, F&& f, Fallback&& fallback) {
   switch (dtype) {
-    case GK_DTYPE_I8: return f(TypeTag<int8_t>{});
-    case GK_DTYPE_I16: return f(TypeTag<int16_t>{});
-    case GK_DTYPE_I32: return f(TypeTag<int32_t>{});
-    case GK_DTYPE_I64: return f(TypeTag<int64_t>{});
-    case GK_DTYPE_U8: return f(TypeTag<uint8_t>{});
-    default: return visit_floating(dtype, f, fallback);
+    case GK_DTYPE_I8:
+      return f(TypeTag<int8_t>{});
+    case GK_DTYPE_I16:
+      return f(TypeTag<int16_t>{});
+    case GK_DTYPE_I32:
+      return f(TypeTag<int32_t>{});
+    case GK_DTYPE_I64:
+      return f(TypeTag<int64_t>{});
+    case GK_DTYPE_U8:
+      return f(TypeTag<uint8_t>{});
+    default:
+      return visit_floating(dtype, f, fallback);
   }
 }
 

@@ -111,10 +111,10 @@ TEST_F(CpuPlugin, entry_declines_host_abi_range_outside_plugin_version_with_mess
     EXPECT_EQ(api, nullptr);
     ASSERT_EQ(host.errors().size(), 1u);
     const std::string message = host.last_error();
-    const std::string lo_text = std::to_string(GK_VERSION_MAJOR(lo)) + "." +
-                                std::to_string(GK_VERSION_MINOR(lo));
-    const std::string hi_text = std::to_string(GK_VERSION_MAJOR(hi)) + "." +
-                                std::to_string(GK_VERSION_MINOR(hi));
+    const std::string lo_text =
+        std::to_string(GK_VERSION_MAJOR(lo)) + "." + std::to_string(GK_VERSION_MINOR(lo));
+    const std::string hi_text =
+        std::to_string(GK_VERSION_MAJOR(hi)) + "." + std::to_string(GK_VERSION_MINOR(hi));
     EXPECT_NE(message.find("1.0"), std::string::npos) << message;
     EXPECT_NE(message.find(lo_text), std::string::npos) << message;
     EXPECT_NE(message.find(hi_text), std::string::npos) << message;
@@ -131,14 +131,20 @@ TEST_F(CpuPlugin, supports_declines_unsupported_dtypes_naming_op_argument_and_dt
   const std::vector<Case> cases = {
       {"div", {random(kI32, {2}), random(kI32, {2})}, poisoned(kI32, {2}), {"div", "'a'", "i32"}},
       {"exp", {random(kI64, {2})}, poisoned(kI64, {2}), {"exp", "'x'", "i64"}},
-      {"add", {random(GK_DTYPE_BOOL, {2}, 0, 1), random(GK_DTYPE_BOOL, {2}, 0, 1)},
-       poisoned(GK_DTYPE_BOOL, {2}), {"add", "bool"}},
-      {"matmul", {random(kI32, {2, 2}), random(kI32, {2, 2})}, poisoned(kI32, {2, 2}),
+      {"add",
+       {random(GK_DTYPE_BOOL, {2}, 0, 1), random(GK_DTYPE_BOOL, {2}, 0, 1)},
+       poisoned(GK_DTYPE_BOOL, {2}),
+       {"add", "bool"}},
+      {"matmul",
+       {random(kI32, {2, 2}), random(kI32, {2, 2})},
+       poisoned(kI32, {2, 2}),
        {"matmul", "'a'", "i32"}},
       {"cast", {random(kF32, {2})}, poisoned(kU8, {2}), {"cast", "'out'", "u8"}},
       {"argmax", {random(kF32, {2})}, poisoned(kF32, {}), {"argmax", "'out'", "f32"}},
       {"mean", {random(kI32, {2})}, poisoned(kI32, {}), {"mean", "i32"}},
-      {"matmul", {random(kF32, {2, 2}), random(kF32, {2, 2})}, poisoned(kF16, {2, 2}),
+      {"matmul",
+       {random(kF32, {2, 2}), random(kF32, {2, 2})},
+       poisoned(kF16, {2, 2}),
        {"matmul", "'out'", "f16"}},
   };
   for (const Case& c : cases) {
@@ -170,8 +176,8 @@ TEST_F(CpuPlugin, supports_declines_unknown_op_attribute_values_and_non_cpu_devi
   EXPECT_EQ(r.supports, GK_UNIMPLEMENTED);
   EXPECT_NE(r.reason.find("axes"), std::string::npos) << r.reason;
 
-  r = plugin_->call("add", {random(kF32, {2}), random(kF32, {2})}, {poisoned(kF32, {2})},
-                    Attrs(), /*device=*/1);
+  r = plugin_->call("add", {random(kF32, {2}), random(kF32, {2})}, {poisoned(kF32, {2})}, Attrs(),
+                    /*device=*/1);
   EXPECT_EQ(r.supports, GK_UNIMPLEMENTED);
   EXPECT_NE(r.reason.find("device 1"), std::string::npos) << r.reason;
 }
@@ -224,8 +230,8 @@ std::vector<double> binary_want(const std::string& op, const Tensor& a, const Te
                                 const std::vector<int64_t>& out_shape) {
   std::vector<double> want;
   for_each_index(out_shape, [&](const std::vector<int64_t>& i) {
-    want.push_back(binary_ref(op, a.at(broadcast_index(i, a)), b.at(broadcast_index(i, b)),
-                              a.dtype()));
+    want.push_back(
+        binary_ref(op, a.at(broadcast_index(i, a)), b.at(broadcast_index(i, b)), a.dtype()));
   });
   return want;
 }
@@ -244,8 +250,8 @@ std::pair<double, double> binary_range(const std::string& op, int32_t dtype, boo
 
 TEST_F(CpuPlugin, binary_ops_match_reference_for_every_dtype_with_numpy_broadcasting) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
-      {{3, 1, 5}, {4, 1}}, {{}, {2, 3}}, {{1}, {7}}, {{2, 3}, {2, 3}}, {{1, 1}, {1}},
-      {{0, 3}, {3}}};
+      {{3, 1, 5}, {4, 1}}, {{}, {2, 3}},  {{1}, {7}},
+      {{2, 3}, {2, 3}},    {{1, 1}, {1}}, {{0, 3}, {3}}};
   for (std::string op : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"}) {
     for (int32_t dtype : binary_dtypes(op)) {
       for (const auto& [sa, sb] : shapes) {
@@ -263,11 +269,11 @@ TEST_F(CpuPlugin, binary_ops_match_reference_for_every_dtype_with_numpy_broadcas
 TEST_F(CpuPlugin, binary_ops_read_transposed_sliced_flipped_zero_stride_and_write_strided_view) {
   for (int32_t dtype : {kF32, kBF16, kI16, kF64}) {
     for (std::string op : {"add", "mul", "maximum", "sub"}) {
-      const Tensor a = random(dtype, {6, 5}).transpose(0, 1);                // [5, 6]
-      const Tensor b = random(dtype, {5, 12}).slice(1, 1, 12, 2).flip(0);     // [5, 6]
-      const Tensor row = random(dtype, {1, 6}).expand({5, 6});               // stride 0
+      const Tensor a = random(dtype, {6, 5}).transpose(0, 1);              // [5, 6]
+      const Tensor b = random(dtype, {5, 12}).slice(1, 1, 12, 2).flip(0);  // [5, 6]
+      const Tensor row = random(dtype, {1, 6}).expand({5, 6});             // stride 0
       Tensor base = poisoned(dtype, {5, 14});
-      const Tensor out = base.slice(1, 1, 13, 2).flip(1);                    // [5, 6]
+      const Tensor out = base.slice(1, 1, 13, 2).flip(1);  // [5, 6]
       expect_op(op, {a, b}, out, binary_want(op, a, b, {5, 6}));
       EXPECT_TRUE(out.untouched_outside_view(0xff)) << op << " wrote outside its output view";
       base.poison();
@@ -298,11 +304,14 @@ TEST_F(CpuPlugin, integer_binary_and_unary_ops_wrap_around_like_numpy) {
     double a, b, want;
   };
   const std::vector<Case> cases = {
-      {"add", kI8, 127, 1, -128},        {"mul", kI8, 100, 3, 44},
-      {"sub", kU8, 0, 1, 255},           {"mul", kI16, 300, 300, 24464},
+      {"add", kI8, 127, 1, -128},
+      {"mul", kI8, 100, 3, 44},
+      {"sub", kU8, 0, 1, 255},
+      {"mul", kI16, 300, 300, 24464},
       {"add", kI32, INT32_MAX, 1, INT32_MIN},
       {"mul", kI64, 4611686018427387904.0, 2, -9223372036854775808.0},
-      {"maximum", kI32, -5, -7, -5},     {"minimum", kU8, 200, 3, 3},
+      {"maximum", kI32, -5, -7, -5},
+      {"minimum", kU8, 200, 3, 3},
   };
   for (const Case& c : cases) {
     Tensor a = Tensor::contiguous(c.dtype, {1}), b = Tensor::contiguous(c.dtype, {1});
@@ -350,7 +359,8 @@ TEST_F(CpuPlugin, unary_ops_match_reference_for_every_dtype_on_strided_views) {
   for (const std::string& op : kUnaryOps) {
     const bool positive = op == "log" || op == "sqrt" || op == "rsqrt";
     std::vector<int32_t> dtypes = kFloating;
-    if (op == "neg" || op == "abs" || op == "relu") dtypes.insert(dtypes.end(), {kI8, kI16, kI32, kI64});
+    if (op == "neg" || op == "abs" || op == "relu")
+      dtypes.insert(dtypes.end(), {kI8, kI16, kI32, kI64});
     for (int32_t dtype : dtypes) {
       for (bool tanh_form : {false, true}) {
         if (tanh_form && op != "gelu") continue;
@@ -453,11 +463,26 @@ TEST_F(CpuPlugin, cast_from_f16_and_bf16_is_exact_for_every_bit_pattern) {
 }
 
 TEST_F(CpuPlugin, cast_to_f16_and_bf16_rounds_to_nearest_even_and_keeps_nan) {
-  std::vector<double> values = {
-      1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11),  // f16 ties
-      1.0 + std::ldexp(1.0, -8),  1.0 + 3 * std::ldexp(1.0, -8),   // bf16 ties
-      65504.0, 65519.99, 65520.0, -65520.0, 1e-8, 3e-8, std::ldexp(1.0, -25),
-      std::ldexp(3.0, -26), 6.1e-5, -0.0, kInf, -kInf, 3.4e38, 1e-40, kNaN, -kNaN};
+  std::vector<double> values = {1.0 + std::ldexp(1.0, -11),
+                                1.0 + 3 * std::ldexp(1.0, -11),  // f16 ties
+                                1.0 + std::ldexp(1.0, -8),
+                                1.0 + 3 * std::ldexp(1.0, -8),  // bf16 ties
+                                65504.0,
+                                65519.99,
+                                65520.0,
+                                -65520.0,
+                                1e-8,
+                                3e-8,
+                                std::ldexp(1.0, -25),
+                                std::ldexp(3.0, -26),
+                                6.1e-5,
+                                -0.0,
+                                kInf,
+                                -kInf,
+                                3.4e38,
+                                1e-40,
+                                kNaN,
+                                -kNaN};
   std::uniform_int_distribution<uint32_t> any_bits;
   for (int i = 0; i < 20000; ++i) {
     uint32_t u = any_bits(rng_);
@@ -556,8 +581,8 @@ TEST_F(CpuPlugin, reductions_match_reference_over_axes_and_keepdims_for_every_dt
     std::vector<int64_t> axes;
     bool all;
   };
-  const std::vector<AxesCase> axes_cases = {{{}, true},      {{0}, false},    {{-1}, false},
-                                            {{0, 2}, false}, {{1}, false},    {{}, false},
+  const std::vector<AxesCase> axes_cases = {{{}, true},        {{0}, false}, {{-1}, false},
+                                            {{0, 2}, false},   {{1}, false}, {{}, false},
                                             {{2, 0, 1}, false}};
   for (std::string op : {"sum", "mean", "prod", "max", "min"}) {
     std::vector<int32_t> dtypes = kFloating;
@@ -610,9 +635,8 @@ TEST_F(CpuPlugin, empty_reductions_give_identity_or_nan_and_max_min_refuse) {
     expect_op("sum", {x}, poisoned(dtype, {0}), {}, Attrs().ints("axes", {1}));
     for (std::string op : {"max", "min", "argmax"}) {
       const Tensor out = poisoned(op == "argmax" ? kI64 : dtype, {3});
-      const CallResult r = plugin_->call(op, {x}, {out},
-                                         op == "argmax" ? Attrs().i("axis", 0)
-                                                        : Attrs().ints("axes", {0}));
+      const CallResult r = plugin_->call(
+          op, {x}, {out}, op == "argmax" ? Attrs().i("axis", 0) : Attrs().ints("axes", {0}));
       EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT) << op;
       EXPECT_NE(r.error.find(op), std::string::npos) << r.error;
     }
@@ -622,8 +646,8 @@ TEST_F(CpuPlugin, empty_reductions_give_identity_or_nan_and_max_min_refuse) {
 TEST_F(CpuPlugin, reductions_propagate_nan_and_reach_infinities) {
   for (int32_t dtype : kFloating) {
     Tensor x = random(dtype, {4, 6});
-    x.set_values({kNaN, 1, 2, 3, 4, 5,  1, kInf, -2, 0, 1, 1,  -kInf, 1, 2, kNaN, 0, 0,
-                  1, 2, 3, 4, 5, 6});
+    x.set_values(
+        {kNaN, 1, 2, 3, 4, 5, 1, kInf, -2, 0, 1, 1, -kInf, 1, 2, kNaN, 0, 0, 1, 2, 3, 4, 5, 6});
     for (std::string op : {"sum", "mean", "prod", "max", "min"}) {
       const ReduceWant w = reduce_ref(op, x, {1}, false, false);
       expect_op(op, {x}, poisoned(dtype, {4}), w.value, Attrs().ints("axes", {1}), &w.scale);
@@ -700,8 +724,10 @@ TEST_F(CpuPlugin, argmax_argmin_return_first_extreme_index_on_axis_and_flattened
           const int64_t a = axis < 0 ? axis + 3 : axis;
           std::vector<int64_t> shape;
           for (int64_t d = 0; d < 3; ++d) {
-            if (d != a) shape.push_back(view.shape()[d]);
-            else if (keepdims) shape.push_back(1);
+            if (d != a)
+              shape.push_back(view.shape()[d]);
+            else if (keepdims)
+              shape.push_back(1);
           }
           Attrs attrs = Attrs().i("axis", axis);
           if (keepdims) attrs.i("keepdims", 1);
@@ -718,7 +744,7 @@ TEST_F(CpuPlugin, argmax_argmin_return_first_extreme_index_on_axis_and_flattened
 TEST_F(CpuPlugin, argmax_argmin_take_the_first_nan_as_extreme) {
   for (int32_t dtype : kFloating) {
     Tensor x = Tensor::contiguous(dtype, {3, 4});
-    x.set_values({1, kNaN, 5, kNaN,  kInf, 2, -kInf, 0,  -1, -1, kNaN, 7});
+    x.set_values({1, kNaN, 5, kNaN, kInf, 2, -kInf, 0, -1, -1, kNaN, 7});
     for (bool max : {true, false}) {
       const std::string op = max ? "argmax" : "argmin";
       expect_op(op, {x}, poisoned(kI64, {3}), arg_ref(max, x, 1, true), Attrs().i("axis", 1));
@@ -784,7 +810,7 @@ TEST_F(CpuPlugin, softmax_and_log_softmax_match_reference_on_any_axis_and_stride
 TEST_F(CpuPlugin, softmax_rows_with_nan_become_nan_and_minus_inf_gets_zero_weight) {
   for (int32_t dtype : kFloating) {
     Tensor x = Tensor::contiguous(dtype, {3, 4});
-    x.set_values({1, kNaN, 2, 3,  -kInf, 0, 1, -kInf,  0.5, 0.25, -1, 2});
+    x.set_values({1, kNaN, 2, 3, -kInf, 0, 1, -kInf, 0.5, 0.25, -1, 2});
     for (bool log : {false, true}) {
       expect_op(log ? "log_softmax" : "softmax", {x}, poisoned(dtype, {3, 4}),
                 softmax_ref(x, 1, log));
@@ -836,8 +862,7 @@ TEST_F(CpuPlugin, layernorm_and_rmsnorm_match_reference_with_and_without_weight_
           Tensor base = poisoned(dtype, {3, 2, 3 * h});
           const Tensor out = base.slice(2, 0, 3 * h, 3);
           expect_op("rmsnorm", rms_inputs, out,
-                    norm_ref(x.values(), h, true, params >= 1 ? &weight : nullptr, nullptr,
-                             1e-5));
+                    norm_ref(x.values(), h, true, params >= 1 ? &weight : nullptr, nullptr, 1e-5));
           EXPECT_TRUE(out.untouched_outside_view(0xff));
         }
       }
@@ -863,7 +888,8 @@ TEST_F(CpuPlugin, add_layernorm_and_add_rmsnorm_write_sum_and_norm_of_that_sum) 
       ASSERT_TRUE(r.ok()) << r.describe();
       std::vector<double> want_sum;
       const std::vector<double> xv = x.values(), rv = residual.values();
-      for (size_t i = 0; i < xv.size(); ++i) want_sum.push_back(round_to_dtype(xv[i] + rv[i], dtype));
+      for (size_t i = 0; i < xv.size(); ++i)
+        want_sum.push_back(round_to_dtype(xv[i] + rv[i], dtype));
       EXPECT_EQ(compare(sum, want_sum, tolerance(dtype)), "") << op;
       EXPECT_TRUE(sum.untouched_outside_view(0xff));
       EXPECT_EQ(compare(out, norm_ref(want_sum, h, rms, &weight, rms ? nullptr : &bias, 1e-4),
@@ -943,10 +969,9 @@ MatmulWant matmul_ref(const Tensor& a, const Tensor& b, const Tensor* bias,
 
 // Builds a [batch..., M, K]-style operand (transposed storage when asked), runs matmul and
 // compares. out_dtype 0 means the input dtype.
-void run_matmul_case(CpuPlugin* self, PluginHandle& plugin, std::mt19937_64& rng, int32_t dtype,
-                     int32_t out_dtype, std::vector<int64_t> a_batch, std::vector<int64_t> b_batch,
-                     int64_t m, int64_t n, int64_t k, const MatmulSpec& s) {
-  (void)self;
+void run_matmul_case(PluginHandle& plugin, std::mt19937_64& rng, int32_t dtype, int32_t out_dtype,
+                     std::vector<int64_t> a_batch, std::vector<int64_t> b_batch, int64_t m,
+                     int64_t n, int64_t k, const MatmulSpec& s) {
   auto make = [&](std::vector<int64_t> batch, int64_t rows, int64_t cols, bool transposed) {
     std::vector<int64_t> shape = batch;
     shape.push_back(transposed ? cols : rows);
@@ -996,7 +1021,7 @@ TEST_F(CpuPlugin, matmul_2d_odd_and_tiny_shapes_match_reference_for_every_dtype)
         MatmulSpec s;
         s.transpose_a = t & 1;
         s.transpose_b = t & 2;
-        run_matmul_case(this, *plugin_, rng_, dtype, 0, {}, {}, m, n, k, s);
+        run_matmul_case(*plugin_, rng_, dtype, 0, {}, {}, m, n, k, s);
       }
     }
   }
@@ -1006,8 +1031,8 @@ TEST_F(CpuPlugin, matmul_bf16_batched_transposed_matches_reference) {
   MatmulSpec s;
   s.transpose_a = true;
   s.transpose_b = true;
-  run_matmul_case(this, *plugin_, rng_, kBF16, 0, {2, 1}, {3}, 5, 6, 7, s);
-  run_matmul_case(this, *plugin_, rng_, kBF16, kF32, {2, 1}, {3}, 5, 6, 7, s);
+  run_matmul_case(*plugin_, rng_, kBF16, 0, {2, 1}, {3}, 5, 6, 7, s);
+  run_matmul_case(*plugin_, rng_, kBF16, kF32, {2, 1}, {3}, 5, 6, 7, s);
 }
 
 TEST_F(CpuPlugin, matmul_batched_broadcast_alpha_beta_bias_activation_match_reference) {
@@ -1027,7 +1052,7 @@ TEST_F(CpuPlugin, matmul_batched_broadcast_alpha_beta_bias_activation_match_refe
   for (int32_t dtype : kFloating) {
     for (const auto& [ab, bb] : batches) {
       for (const MatmulSpec& s : specs) {
-        run_matmul_case(this, *plugin_, rng_, dtype, 0, ab, bb, 5, 6, 7, s);
+        run_matmul_case(*plugin_, rng_, dtype, 0, ab, bb, 5, 6, 7, s);
       }
     }
   }
@@ -1039,8 +1064,8 @@ TEST_F(CpuPlugin, matmul_f16_and_bf16_inputs_write_f32_output_with_f32_accuracy)
     s.bias = true;
     s.beta = -1.0;
     s.activation = "gelu";
-    run_matmul_case(this, *plugin_, rng_, dtype, kF32, {2}, {2}, 9, 10, 31, s);
-    run_matmul_case(this, *plugin_, rng_, dtype, kF32, {}, {}, 1, 1, 64, MatmulSpec{});
+    run_matmul_case(*plugin_, rng_, dtype, kF32, {2}, {2}, 9, 10, 31, s);
+    run_matmul_case(*plugin_, rng_, dtype, kF32, {}, {}, 1, 1, 64, MatmulSpec{});
   }
 }
 
@@ -1078,7 +1103,7 @@ TEST_F(CpuPlugin, matmul_with_empty_k_gives_beta_times_out_plus_bias) {
       MatmulSpec s;
       s.beta = beta;
       s.bias = true;
-      run_matmul_case(this, *plugin_, rng_, dtype, 0, {2}, {}, 3, 4, 0, s);
+      run_matmul_case(*plugin_, rng_, dtype, 0, {2}, {}, 3, 4, 0, s);
     }
   }
 }

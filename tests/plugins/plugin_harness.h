@@ -32,29 +32,44 @@ namespace gk::test {
 inline size_t dtype_bytes(int32_t dtype) {
   switch (dtype) {
     case GK_DTYPE_F64:
-    case GK_DTYPE_I64: return 8;
+    case GK_DTYPE_I64:
+      return 8;
     case GK_DTYPE_F32:
-    case GK_DTYPE_I32: return 4;
+    case GK_DTYPE_I32:
+      return 4;
     case GK_DTYPE_F16:
     case GK_DTYPE_BF16:
-    case GK_DTYPE_I16: return 2;
-    default: return 1;
+    case GK_DTYPE_I16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
 inline const char* dtype_label(int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return "f32";
-    case GK_DTYPE_F64: return "f64";
-    case GK_DTYPE_F16: return "f16";
-    case GK_DTYPE_BF16: return "bf16";
-    case GK_DTYPE_I8: return "i8";
-    case GK_DTYPE_I16: return "i16";
-    case GK_DTYPE_I32: return "i32";
-    case GK_DTYPE_I64: return "i64";
-    case GK_DTYPE_U8: return "u8";
-    case GK_DTYPE_BOOL: return "bool";
-    default: return "?";
+    case GK_DTYPE_F32:
+      return "f32";
+    case GK_DTYPE_F64:
+      return "f64";
+    case GK_DTYPE_F16:
+      return "f16";
+    case GK_DTYPE_BF16:
+      return "bf16";
+    case GK_DTYPE_I8:
+      return "i8";
+    case GK_DTYPE_I16:
+      return "i16";
+    case GK_DTYPE_I32:
+      return "i32";
+    case GK_DTYPE_I64:
+      return "i64";
+    case GK_DTYPE_U8:
+      return "u8";
+    case GK_DTYPE_BOOL:
+      return "bool";
+    default:
+      return "?";
   }
 }
 
@@ -98,16 +113,26 @@ inline uint16_t double_to_bf16_bits(double v) {
 // The value `v` rounded to `dtype` (integers truncate and wrap like a C++20 cast).
 inline double round_to_dtype(double v, int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return static_cast<float>(v);
-    case GK_DTYPE_F64: return v;
-    case GK_DTYPE_F16: return f16_bits_to_double(double_to_f16_bits(v));
-    case GK_DTYPE_BF16: return bf16_bits_to_double(double_to_bf16_bits(v));
-    case GK_DTYPE_I8: return static_cast<int8_t>(static_cast<int64_t>(v));
-    case GK_DTYPE_I16: return static_cast<int16_t>(static_cast<int64_t>(v));
-    case GK_DTYPE_I32: return static_cast<int32_t>(static_cast<int64_t>(v));
-    case GK_DTYPE_I64: return static_cast<double>(static_cast<int64_t>(v));
-    case GK_DTYPE_U8: return static_cast<uint8_t>(static_cast<int64_t>(v));
-    default: return v != 0.0;
+    case GK_DTYPE_F32:
+      return static_cast<float>(v);
+    case GK_DTYPE_F64:
+      return v;
+    case GK_DTYPE_F16:
+      return f16_bits_to_double(double_to_f16_bits(v));
+    case GK_DTYPE_BF16:
+      return bf16_bits_to_double(double_to_bf16_bits(v));
+    case GK_DTYPE_I8:
+      return static_cast<int8_t>(static_cast<int64_t>(v));
+    case GK_DTYPE_I16:
+      return static_cast<int16_t>(static_cast<int64_t>(v));
+    case GK_DTYPE_I32:
+      return static_cast<int32_t>(static_cast<int64_t>(v));
+    case GK_DTYPE_I64:
+      return static_cast<double>(static_cast<int64_t>(v));
+    case GK_DTYPE_U8:
+      return static_cast<uint8_t>(static_cast<int64_t>(v));
+    default:
+      return v != 0.0;
   }
 }
 
@@ -283,16 +308,26 @@ class Tensor {
       return v;
     };
     switch (dtype_) {
-      case GK_DTYPE_F32: return read(float{});
-      case GK_DTYPE_F64: return read(double{});
-      case GK_DTYPE_F16: return f16_bits_to_double(read(uint16_t{}));
-      case GK_DTYPE_BF16: return bf16_bits_to_double(read(uint16_t{}));
-      case GK_DTYPE_I8: return read(int8_t{});
-      case GK_DTYPE_I16: return read(int16_t{});
-      case GK_DTYPE_I32: return read(int32_t{});
-      case GK_DTYPE_I64: return static_cast<double>(read(int64_t{}));
-      case GK_DTYPE_U8: return read(uint8_t{});
-      default: return read(uint8_t{});
+      case GK_DTYPE_F32:
+        return read(float{});
+      case GK_DTYPE_F64:
+        return read(double{});
+      case GK_DTYPE_F16:
+        return f16_bits_to_double(read(uint16_t{}));
+      case GK_DTYPE_BF16:
+        return bf16_bits_to_double(read(uint16_t{}));
+      case GK_DTYPE_I8:
+        return read(int8_t{});
+      case GK_DTYPE_I16:
+        return read(int16_t{});
+      case GK_DTYPE_I32:
+        return read(int32_t{});
+      case GK_DTYPE_I64:
+        return static_cast<double>(read(int64_t{}));
+      case GK_DTYPE_U8:
+        return read(uint8_t{});
+      default:
+        return read(uint8_t{});
     }
   }
 
@@ -300,16 +335,36 @@ class Tensor {
     uint8_t* p = storage_->data() + element * static_cast<int64_t>(dtype_bytes(dtype_));
     auto write = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
     switch (dtype_) {
-      case GK_DTYPE_F32: write(static_cast<float>(v)); break;
-      case GK_DTYPE_F64: write(v); break;
-      case GK_DTYPE_F16: write(double_to_f16_bits(v)); break;
-      case GK_DTYPE_BF16: write(double_to_bf16_bits(v)); break;
-      case GK_DTYPE_I8: write(static_cast<int8_t>(v)); break;
-      case GK_DTYPE_I16: write(static_cast<int16_t>(v)); break;
-      case GK_DTYPE_I32: write(static_cast<int32_t>(v)); break;
-      case GK_DTYPE_I64: write(static_cast<int64_t>(v)); break;
-      case GK_DTYPE_U8: write(static_cast<uint8_t>(v)); break;
-      default: write(static_cast<uint8_t>(v != 0.0)); break;
+      case GK_DTYPE_F32:
+        write(static_cast<float>(v));
+        break;
+      case GK_DTYPE_F64:
+        write(v);
+        break;
+      case GK_DTYPE_F16:
+        write(double_to_f16_bits(v));
+        break;
+      case GK_DTYPE_BF16:
+        write(double_to_bf16_bits(v));
+        break;
+      case GK_DTYPE_I8:
+        write(static_cast<int8_t>(v));
+        break;
+      case GK_DTYPE_I16:
+        write(static_cast<int16_t>(v));
+        break;
+      case GK_DTYPE_I32:
+        write(static_cast<int32_t>(v));
+        break;
+      case GK_DTYPE_I64:
+        write(static_cast<int64_t>(v));
+        break;
+      case GK_DTYPE_U8:
+        write(static_cast<uint8_t>(v));
+        break;
+      default:
+        write(static_cast<uint8_t>(v != 0.0));
+        break;
     }
   }
 
@@ -325,8 +380,12 @@ class Tensor {
 
 class Attrs {
  public:
-  Attrs& i(const char* name, int64_t v) { return add(name, GK_ATTR_INT, [&](gk_attr& a) { a.value.i = v; }); }
-  Attrs& f(const char* name, double v) { return add(name, GK_ATTR_FLOAT, [&](gk_attr& a) { a.value.f = v; }); }
+  Attrs& i(const char* name, int64_t v) {
+    return add(name, GK_ATTR_INT, [&](gk_attr& a) { a.value.i = v; });
+  }
+  Attrs& f(const char* name, double v) {
+    return add(name, GK_ATTR_FLOAT, [&](gk_attr& a) { a.value.f = v; });
+  }
   Attrs& s(const char* name, std::string v) {
     strings_.push_back(std::make_shared<std::string>(std::move(v)));
     const char* p = strings_.back()->c_str();
@@ -466,8 +525,8 @@ struct CallResult {
 
   bool ok() const { return supports == GK_OK && launch == GK_OK; }
   std::string describe() const {
-    return "supports=" + std::to_string(supports) + " (" + reason + ") launch=" +
-           std::to_string(launch) + " (" + error + ")";
+    return "supports=" + std::to_string(supports) + " (" + reason +
+           ") launch=" + std::to_string(launch) + " (" + error + ")";
   }
 };
 
@@ -555,11 +614,15 @@ class PluginHandle {
 // Relative tolerance a plugin is held to per output dtype; 0 means exact.
 inline double tolerance(int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return 1e-5;
-    case GK_DTYPE_F64: return 1e-12;
+    case GK_DTYPE_F32:
+      return 1e-5;
+    case GK_DTYPE_F64:
+      return 1e-12;
     case GK_DTYPE_F16:
-    case GK_DTYPE_BF16: return 1e-2;
-    default: return 0.0;
+    case GK_DTYPE_BF16:
+      return 1e-2;
+    default:
+      return 0.0;
   }
 }
 
@@ -586,9 +649,8 @@ inline std::string compare(const Tensor& got, const std::vector<double>& want, d
     if (!ok && mismatches++ < 5) s << " [" << i << "] got " << g << " want " << w << ";";
   }
   if (mismatches == 0) return "";
-  return std::to_string(mismatches) + " of " + std::to_string(want.size()) +
-         " elements differ (" + got.describe() + ", rtol " + std::to_string(rtol) + "):" +
-         s.str();
+  return std::to_string(mismatches) + " of " + std::to_string(want.size()) + " elements differ (" +
+         got.describe() + ", rtol " + std::to_string(rtol) + "):" + s.str();
 }
 
 // Calls fn(index) for every index of `shape` in row-major order.
