@@ -1,0 +1,905 @@
+"""GPUArray: a NumPy-like array over a gk_tensor, with DLPack exchange.
+
+Every op is one gk_op_call (outputs allocated from gk_op_output_desc). Views (slicing,
+reshape, .T) share memory: a view is gk_tensor_from_external over the base tensor's
+memory whose release callback is gk_tensor_release of a reference it holds to the base.
+"""
+from __future__ import annotations
+
+import builtins as _b
+import enum
+import math
+import numbers
+
+import numpy as np
+
+from . import _capsule
+from ._lib import check, ffi, lib
+from ._runtime import Device, Runtime, Stream, runtime as _runtime
+
+try:  # bfloat16 as a NumPy dtype, when available
+    import ml_dtypes as _ml_dtypes
+
+    _BF16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - depends on the environment
+    _ml_dtypes = None
+    _BF16 = None
+
+__all__ = ["GPUArray", "asarray", "from_numpy", "from_dlpack", "empty", "zeros", "ones",
+           "full", "arange", "matmul", "softmax", "add", "subtract", "multiply", "divide",
+           "negative", "absolute", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16"]
+
+bfloat16 = _BF16
+
+
+class DLDeviceType(enum.IntEnum):
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+
+
+_SUPPORTED_DL_DEVICES = (DLDeviceType.kDLCPU, DLDeviceType.kDLCUDA, DLDeviceType.kDLCUDAHost,
+                         DLDeviceType.kDLCUDAManaged)
+
+# gk_dtype <-> NumPy
+_NP_TO_GK = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.float16): 3,
+             np.dtype(np.int8): 5, np.dtype(np.int16): 6, np.dtype(np.int32): 7,
+             np.dtype(np.int64): 8, np.dtype(np.uint8): 9, np.dtype(np.bool_): 10}
+if _BF16 is not None:
+    _NP_TO_GK[_BF16] = 4
+_GK_TO_NP = {v: k for k, v in _NP_TO_GK.items()}
+_GK_NAMES = {1: "f32", 2: "f64", 3: "f16", 4: "bf16", 5: "i8", 6: "i16", 7: "i32", 8: "i64",
+             9: "u8", 10: "bool"}
+_CASTABLE = {1, 2, 3, 4, 7, 8}
+_FLOATING = {1, 2, 3, 4}
+_ITEMSIZE = {1: 4, 2: 8, 3: 2, 4: 2, 5: 1, 6: 2, 7: 4, 8: 8, 9: 1, 10: 1}
+_SUPPORTED_TEXT = ("float32, float64, float16, bfloat16 (with ml_dtypes), int8, int16, "
+                   "int32, int64, uint8, bool")
+_RELEASE_TENSOR = ffi.cast("gk_release_fn", lib.gk_tensor_release)
+
+
+def _gk_dtype(dtype) -> int:
+    if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
+        if _BF16 is None:
+            return 4
+        dtype = _BF16
+    if isinstance(dtype, str):
+        for k, v in _GK_NAMES.items():
+            if v == dtype:
+                return k
+    try:
+        d = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"unsupported dtype {dtype!r}; supported: {_SUPPORTED_TEXT}") from e
+    if d.byteorder == ">":
+        d = d.newbyteorder("=")
+    if d not in _NP_TO_GK:
+        raise TypeError(f"unsupported dtype {d}; supported: {_SUPPORTED_TEXT}")
+    return _NP_TO_GK[d]
+
+
+def _np_dtype(gk: int):
+    if gk in _GK_TO_NP:
+        return _GK_TO_NP[gk]
+    raise TypeError("bfloat16 arrays need the ml_dtypes package to be seen from NumPy "
+                    "(pip install ml_dtypes)")
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= _b.max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _desc_for(gk_dtype: int, shape, strides=None, flags: int = 0):
+    if len(shape) > lib.GK_MAX_DIMS:
+        raise ValueError(f"{len(shape)} dimensions; GPUkit tensors have at most "
+                         f"{lib.GK_MAX_DIMS}")
+    d = ffi.new("gk_tensor_desc*")
+    d.struct_size = ffi.sizeof("gk_tensor_desc")
+    d.dtype = gk_dtype
+    d.ndim = len(shape)
+    for i, n in enumerate(shape):
+        d.shape[i] = int(n)
+    if strides is not None:
+        for i, s in enumerate(strides):
+            d.strides[i] = int(s)
+        d.has_strides = 1
+    d.flags = flags
+    return d
+
+
+def _attrs(attrs: dict):
+    """A gk_attr array for a dict: int/bool → INT, float → FLOAT, str → STRING,
+    sequence of ints → INTS. Returns (array, count, keepalive)."""
+    keep = []
+    items = [(k, v) for k, v in attrs.items() if v is not None]
+    arr = ffi.new("gk_attr[]", _b.max(len(items), 1))
+    for i, (name, value) in enumerate(items):
+        keep.append(ffi.new("char[]", name.encode()))
+        arr[i].name = keep[-1]
+        if isinstance(value, (bool, np.bool_, numbers.Integral)):
+            arr[i].type = lib.GK_ATTR_INT
+            arr[i].value.i = int(value)
+        elif isinstance(value, numbers.Real):
+            arr[i].type = lib.GK_ATTR_FLOAT
+            arr[i].value.f = float(value)
+        elif isinstance(value, str):
+            arr[i].type = lib.GK_ATTR_STRING
+            keep.append(ffi.new("char[]", value.encode()))
+            arr[i].value.s = keep[-1]
+        else:
+            ints = [int(v) for v in value]
+            arr[i].type = lib.GK_ATTR_INTS
+            arr[i].count = len(ints)
+            keep.append(ffi.new("int64_t[]", _b.max(len(ints), 1)))
+            for j, v in enumerate(ints):
+                keep[-1][j] = v
+            arr[i].value.ints = keep[-1]
+    return arr, len(items), keep
+
+
+def _op_args(inputs, attrs, stream):
+    args = ffi.new("gk_op_args*")
+    args.struct_size = ffi.sizeof("gk_op_args")
+    ins = ffi.new("gk_tensor*[]", [x._t for x in inputs])
+    args.inputs = ins
+    args.num_inputs = len(inputs)
+    attr_arr, n, keep = _attrs(attrs)
+    args.attrs = attr_arr
+    args.num_attrs = n
+    args.stream = stream.ptr if stream is not None else ffi.NULL
+    return args, (ins, attr_arr, keep)
+
+
+def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
+    args, keep = _op_args(inputs, attrs, None)
+    out = []
+    for i in range(count):
+        d = ffi.new("gk_tensor_desc*")
+        d.struct_size = ffi.sizeof("gk_tensor_desc")
+        check(lib.gk_op_output_desc(rt.ptr, name.encode(), args, i, d))
+        out.append(d)
+    return out
+
+
+def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
+    """Runs op `name` once through gk_op_call; allocates outputs unless `out` is given."""
+    attrs = attrs or {}
+    x0 = inputs[0]
+    rt = x0._rt
+    args, keep = _op_args(inputs, attrs, stream)
+    bname = name.encode()
+    if out is None:
+        outs = []
+        for i in range(num_outputs):
+            d = ffi.new("gk_tensor_desc*")
+            d.struct_size = ffi.sizeof("gk_tensor_desc")
+            check(lib.gk_op_output_desc(rt.ptr, bname, args, i, d))
+            d.flags = 0  # outputs are ours, never read-only
+            outs.append(GPUArray._create(rt, x0._device, d, stream))
+    else:
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    out_ptrs = ffi.new("gk_tensor*[]", [o._t for o in outs])
+    args.outputs = out_ptrs
+    args.num_outputs = len(outs)
+    check(lib.gk_op_call(rt.ptr, bname, args))
+    for o in outs:
+        o._stream = stream
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class GPUArray:
+    """An n-dimensional array on one GPUkit device (cpu or CUDA), over a gk_tensor."""
+
+    __array_priority__ = 100  # NumPy defers mixed operators to us
+
+    def __init__(self):
+        raise TypeError("use gpukit.asarray / empty / zeros / from_dlpack to make arrays")
+
+    # -- construction --------------------------------------------------------------
+    @classmethod
+    def _wrap(cls, rt: Runtime, tensor_ptr, stream=None) -> "GPUArray":
+        self = object.__new__(cls)
+        self._rt = rt
+        self._t = ffi.gc(tensor_ptr, lib.gk_tensor_release)
+        d = ffi.new("gk_tensor_desc*")
+        d.struct_size = ffi.sizeof("gk_tensor_desc")
+        check(lib.gk_tensor_get_desc(self._t, d))
+        self._gk_dtype = d.dtype
+        self._shape = tuple(d.shape[i] for i in range(d.ndim))
+        self._strides = tuple(d.strides[i] for i in range(d.ndim))
+        self._flags = d.flags
+        self._device = rt.devices()[lib.gk_tensor_device(self._t)]
+        self._stream = stream
+        return self
+
+    @classmethod
+    def _create(cls, rt: Runtime, device: Device, desc, stream=None) -> "GPUArray":
+        out = ffi.new("gk_tensor**")
+        check(lib.gk_tensor_create(rt.ptr, device.id, desc,
+                                   stream.ptr if stream is not None else ffi.NULL, out))
+        return cls._wrap(rt, out[0], stream)
+
+    def _view(self, shape, strides, elem_offset: int = 0, gk_dtype=None) -> "GPUArray":
+        """A view sharing this array's memory (holds a reference to its tensor)."""
+        gk_dtype = gk_dtype or self._gk_dtype
+        desc = _desc_for(gk_dtype, shape, strides, self._flags)
+        ptr = ffi.cast("char*", lib.gk_tensor_data(self._t))
+        if math.prod(shape) > 0:
+            ptr = ptr + elem_offset * self.itemsize
+        lib.gk_tensor_retain(self._t)
+        out = ffi.new("gk_tensor**")
+        status = lib.gk_tensor_from_external(self._rt.ptr, self._device.id, ptr, desc,
+                                             _RELEASE_TENSOR, self._t, out)
+        if status != 0:
+            lib.gk_tensor_release(self._t)
+            check(status)
+        return GPUArray._wrap(self._rt, out[0], self._stream)
+
+    def _desc(self):
+        return _desc_for(self._gk_dtype, self._shape, self._strides, self._flags)
+
+    # -- properties ----------------------------------------------------------------
+    @property
+    def dtype(self):
+        """The NumPy dtype (ml_dtypes.bfloat16 for bf16; the string "bfloat16" without
+        ml_dtypes)."""
+        if self._gk_dtype == 4 and _BF16 is None:
+            return "bfloat16"
+        return _GK_TO_NP[self._gk_dtype]
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def strides(self) -> tuple:
+        """Strides in bytes, as NumPy reports them."""
+        return tuple(s * self.itemsize for s in self._strides)
+
+    @property
+    def element_strides(self) -> tuple:
+        return self._strides
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self._gk_dtype]
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def readonly(self) -> bool:
+        return bool(self._flags & lib.GK_TENSOR_READ_ONLY)
+
+    @property
+    def data_ptr(self) -> int:
+        """The address of element [0, …, 0] (host pointer or CUdeviceptr)."""
+        return int(ffi.cast("uintptr_t", lib.gk_tensor_data(self._t)))
+
+    @property
+    def is_contiguous(self) -> bool:
+        expected = 1
+        for n, s in zip(reversed(self._shape), reversed(self._strides)):
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d array")
+        return self._shape[0]
+
+    def __repr__(self):
+        try:
+            body = np.array2string(self.to_numpy(), separator=", ")
+        except Exception:  # noqa: BLE001
+            body = "…"
+        return f"GPUArray({body}, dtype={self.dtype}, device={self._device})"
+
+    # -- host exchange -------------------------------------------------------------
+    def to_numpy(self, copy: bool = False) -> np.ndarray:
+        """A NumPy array. For the cpu device it is a zero-copy view of the same memory
+        (read-only when this array is) unless copy=True; for CUDA, a host copy."""
+        dtype = _np_dtype(self._gk_dtype)
+        if self.size == 0:
+            return np.empty(self._shape, dtype)
+        if not self._device.is_cuda:
+            holder = _HostView(self, dtype)
+            arr = np.asarray(holder)
+            if self._gk_dtype == 4:
+                arr = arr.view(_BF16)
+            return arr.copy() if copy else arr
+        src = self if self.is_contiguous else self._contiguous()
+        if src.is_contiguous:
+            host = np.empty(self._shape, dtype)
+            check(lib.gk_copy_to_host(src._t, ffi.cast("void*", host.ctypes.data), host.nbytes,
+                                      ffi.NULL))
+            return host
+        return self._host_via_extent(dtype)
+
+    def _host_via_extent(self, dtype) -> np.ndarray:
+        """Copies the byte range a strided view spans and strides it on the host."""
+        lo = _b.sum(_b.min(0, (n - 1) * s) for n, s in zip(self._shape, self._strides))
+        hi = _b.sum(_b.max(0, (n - 1) * s) for n, s in zip(self._shape, self._strides))
+        span = hi - lo + 1
+        base = self._view((span,), (1,), lo)
+        raw = np.empty(span, dtype)
+        check(lib.gk_copy_to_host(base._t, ffi.cast("void*", raw.ctypes.data), raw.nbytes,
+                                  ffi.NULL))
+        view = np.lib.stride_tricks.as_strided(
+            raw[-lo:], self._shape, tuple(s * self.itemsize for s in self._strides))
+        return np.ascontiguousarray(view)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.to_numpy(copy=bool(copy))
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError("a dtype change needs a copy")
+            arr = arr.astype(dtype)
+        return arr
+
+    def tolist(self):
+        return self.to_numpy().tolist()
+
+    def item(self):
+        return self.to_numpy().item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    # -- copies, devices, dtypes ----------------------------------------------------
+    def _contiguous(self) -> "GPUArray":
+        """A contiguous copy: op "cast" to the same dtype where cast serves the dtype
+        (f32 f64 f16 bf16 i32 i64); otherwise through the host (i8 i16 u8 bool)."""
+        if self._gk_dtype in _CASTABLE:
+            return _call("cast", [self], {"dtype": _GK_NAMES[self._gk_dtype]})
+        host = self._host_strided()
+        return _from_host(host, self._device, self._gk_dtype)
+
+    def _host_strided(self) -> np.ndarray:
+        if not self._device.is_cuda:
+            return np.ascontiguousarray(self.to_numpy())
+        return self._host_via_extent(_np_dtype(self._gk_dtype))
+
+    def copy(self) -> "GPUArray":
+        return self._contiguous() if self._gk_dtype in _CASTABLE or not self.is_contiguous \
+            else _copy_tensor(self)
+
+    def contiguous(self) -> "GPUArray":
+        return self if self.is_contiguous else self._contiguous()
+
+    def astype(self, dtype, copy: bool = True) -> "GPUArray":
+        """Converts with op "cast" (f32 f64 f16 bf16 i32 i64 in any pair); other pairs
+        go through NumPy on the host."""
+        target = _gk_dtype(dtype)
+        if target == self._gk_dtype and not copy:
+            return self
+        if self._gk_dtype in _CASTABLE and target in _CASTABLE:
+            return _call("cast", [self], {"dtype": _GK_NAMES[target]})
+        host = self._host_strided().astype(_np_dtype(target))
+        return _from_host(host, self._device, target)
+
+    def to_device(self, device) -> "GPUArray":
+        dev = self._rt.device(device)
+        if dev == self._device:
+            return self
+        src = self.contiguous()
+        desc = _desc_for(self._gk_dtype, self._shape)
+        dst = GPUArray._create(self._rt, dev, desc)
+        check(lib.gk_copy(dst._t, src._t, ffi.NULL))
+        return dst
+
+    to = to_device
+
+    # -- views -----------------------------------------------------------------------
+    def reshape(self, *shape) -> "GPUArray":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if shape.count(-1) > 1:
+            raise ValueError("can only specify one unknown dimension")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
+        src = self if self.is_contiguous else self._contiguous()
+        return src._view(shape, _contiguous_strides(shape))
+
+    def transpose(self, *axes) -> "GPUArray":
+        if not axes or axes == (None,):
+            axes = tuple(reversed(range(self.ndim)))
+        elif len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        axes = tuple(a % self.ndim for a in axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"axes {axes} don't match an array of {self.ndim} dimensions")
+        return self._view(tuple(self._shape[a] for a in axes),
+                          tuple(self._strides[a] for a in axes))
+
+    @property
+    def T(self) -> "GPUArray":
+        return self.transpose()
+
+    def __getitem__(self, key) -> "GPUArray":
+        if not isinstance(key, tuple):
+            key = (key,)
+        n_real = _b.sum(1 for k in key if k is not None and k is not Ellipsis)
+        if _b.sum(1 for k in key if k is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if n_real > self.ndim:
+            raise IndexError(f"too many indices for an array of {self.ndim} dimensions")
+        expanded = []
+        for k in key:
+            if k is Ellipsis:
+                expanded += [slice(None)] * (self.ndim - n_real)
+            else:
+                expanded.append(k)
+        if Ellipsis not in key:
+            expanded += [slice(None)] * (self.ndim - n_real)
+        shape, strides, offset, axis = [], [], 0, 0
+        for k in expanded:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            n, s = self._shape[axis], self._strides[axis]
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                shape.append(count)
+                strides.append(s * step)
+                if count:
+                    offset += start * s
+            elif isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, bool):
+                i = int(k)
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+                offset += (i % n) * s
+            else:
+                raise IndexError("only basic indexing (integers, slices, ..., None) is "
+                                 f"supported, not {type(k).__name__}")
+            axis += 1
+        return self._view(tuple(shape), tuple(strides), offset)
+
+    # -- operators ---------------------------------------------------------------------
+    def _binary(self, other, op: str, reflected: bool = False, out=None):
+        a, b = _coerce_pair(self, other, true_divide=(op == "div"))
+        if reflected:
+            a, b = b, a
+        return _call(op, [a, b], out=out)
+
+    def __add__(self, o): return self._binary(o, "add")
+    def __radd__(self, o): return self._binary(o, "add", True)
+    def __sub__(self, o): return self._binary(o, "sub")
+    def __rsub__(self, o): return self._binary(o, "sub", True)
+    def __mul__(self, o): return self._binary(o, "mul")
+    def __rmul__(self, o): return self._binary(o, "mul", True)
+    def __truediv__(self, o): return self._binary(o, "div")
+    def __rtruediv__(self, o): return self._binary(o, "div", True)
+
+    def __neg__(self):
+        return _call("neg", [self])
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _call("abs", [self])
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(asarray(other, device=self._device), self)
+
+    # -- reductions ----------------------------------------------------------------------
+    def _reduce(self, op: str, axis=None, keepdims=False):
+        attrs = {"keepdims": int(bool(keepdims))}
+        if axis is not None:
+            attrs["axes"] = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+        return _call(op, [self], attrs)
+
+    def sum(self, axis=None, keepdims=False):
+        return self._reduce("sum", axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        x = self if self._gk_dtype in _FLOATING else self.astype(np.float64)
+        return x._reduce("mean", axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return self._reduce("min", axis, keepdims)
+
+    def softmax(self, axis=-1):
+        return _call("softmax", [self], {"axis": int(axis)})
+
+    # -- DLPack ------------------------------------------------------------------------------
+    def __dlpack_device__(self):
+        if self._device.is_cuda:
+            return (DLDeviceType.kDLCUDA, self._device.ordinal)
+        return (DLDeviceType.kDLCPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports a DLPack capsule: "dltensor_versioned" when max_version >= (1, 0),
+        else legacy "dltensor". `stream` is the consumer's CUDA stream (None or 1: the
+        legacy default stream, 2: per-thread default, -1: no synchronisation, 0:
+        refused); the consumer's stream waits for this array's producing stream."""
+        src, copied = self, False
+        if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
+            if copy is False:
+                raise BufferError(f"dl_device {tuple(dl_device)} differs from the array's "
+                                  f"{tuple(self.__dlpack_device__())} and copy=False")
+            src, copied = self.to_device(_device_from_dl(self._rt, dl_device)), True
+        elif copy:
+            src, copied = self.copy(), True
+        if src._device.is_cuda:
+            _sync_for_consumer(src, stream)
+        elif stream is not None and stream != -1:
+            raise BufferError(f"stream={stream!r} given for a cpu array; it must be None")
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        if versioned:
+            out = ffi.new("DLManagedTensorVersioned**")
+            flags = lib.DLPACK_FLAG_BITMASK_IS_COPIED if copied else 0
+            check(lib.gk_tensor_to_dlpack_versioned(src._t, flags, out))
+            return _capsule.new(out[0], True)
+        if src.readonly:
+            raise BufferError("a read-only array cannot be exported as a legacy (unversioned) "
+                              "DLPack capsule; the consumer must pass max_version >= (1, 0)")
+        out = ffi.new("DLManagedTensor**")
+        check(lib.gk_tensor_to_dlpack(src._t, out))
+        return _capsule.new(out[0], False)
+
+
+class _HostView:
+    """Exposes a cpu GPUArray's memory to NumPy and keeps the array alive."""
+
+    def __init__(self, arr: GPUArray, dtype):
+        typestr = "<u2" if arr._gk_dtype == 4 else np.dtype(dtype).str
+        self._keep = arr
+        self.__array_interface__ = {
+            "version": 3, "shape": arr._shape, "typestr": typestr,
+            "data": (arr.data_ptr, arr.readonly),
+            "strides": tuple(s * arr.itemsize for s in arr._strides),
+        }
+
+
+# -- construction helpers -----------------------------------------------------------------
+def _device_from_dl(rt: Runtime, dl_device) -> Device:
+    kind, dev_id = int(dl_device[0]), int(dl_device[1])
+    if kind in (1, 3):
+        return rt.device("cpu")
+    if kind in (2, 13):
+        return rt.device(f"cuda:{dev_id}")
+    raise BufferError(f"unsupported DLPack device type {_dl_name(kind)}; supported: kDLCPU, "
+                      "kDLCUDAHost, kDLCUDA, kDLCUDAManaged")
+
+
+def _dl_name(kind: int) -> str:
+    try:
+        return f"{DLDeviceType(kind).name} ({kind})"
+    except ValueError:
+        return f"unknown ({kind})"
+
+
+def _from_host(host: np.ndarray, device: Device, gk_dtype: int | None = None,
+               rt: Runtime | None = None) -> GPUArray:
+    """A new GPUkit-owned array with a copy of `host`."""
+    rt = rt or device.runtime
+    gk_dtype = gk_dtype or _gk_dtype(host.dtype)
+    host = np.ascontiguousarray(host)
+    desc = _desc_for(gk_dtype, host.shape)
+    arr = GPUArray._create(rt, device, desc)
+    if host.nbytes:
+        check(lib.gk_copy_from_host(arr._t, ffi.cast("void*", host.ctypes.data), host.nbytes,
+                                    ffi.NULL))
+    return arr
+
+
+def _copy_tensor(x: GPUArray) -> GPUArray:
+    dst = GPUArray._create(x._rt, x._device, _desc_for(x._gk_dtype, x._shape))
+    check(lib.gk_copy(dst._t, x._t, ffi.NULL))
+    return dst
+
+
+def _resolve(device, rt: Runtime | None = None) -> Device:
+    if isinstance(device, Device):
+        return device
+    return (rt or _runtime()).device(device)
+
+
+def _coerce_pair(a: GPUArray, other, true_divide=False):
+    if isinstance(other, GPUArray):
+        b = other
+    elif isinstance(other, (numbers.Number, np.generic)) and not isinstance(other, np.ndarray):
+        dt = np.result_type(a.dtype if a._gk_dtype != 4 or _BF16 is not None else np.float32,
+                            other)
+        if a._gk_dtype == 4:
+            dt = _BF16 if _BF16 is not None and np.issubdtype(dt, np.floating) else dt
+        b = _scalar(other, dt if dt in _NP_TO_GK else a.dtype, a._device)
+    else:
+        b = asarray(other, device=a._device)
+    if b._device != a._device:
+        raise ValueError(f"operands are on different devices: {a._device} and {b._device}")
+    if a._gk_dtype != b._gk_dtype:
+        target = _gk_dtype(np.result_type(a.dtype, b.dtype))
+        a = a if a._gk_dtype == target else a.astype(_np_dtype(target))
+        b = b if b._gk_dtype == target else b.astype(_np_dtype(target))
+    if true_divide and a._gk_dtype not in _FLOATING:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    return a, b
+
+
+def _scalar(value, dtype, device: Device) -> GPUArray:
+    return _from_host(np.asarray(value, dtype=dtype), device)
+
+
+# -- public constructors ---------------------------------------------------------------------
+def asarray(obj, dtype=None, device=None, copy=None) -> GPUArray:
+    """An array from a GPUArray, any DLPack producer (NumPy, PyTorch, CuPy, JAX: zero copy
+    when it stays on its device and no dtype change is asked), or nested sequences and
+    scalars (copied to `device`, default: the runtime's default device)."""
+    if isinstance(obj, GPUArray):
+        x = obj
+        if device is not None:
+            x = x.to_device(device)
+        if dtype is not None and _gk_dtype(dtype) != x._gk_dtype:
+            x = x.astype(dtype)
+        elif copy and x is obj:
+            x = x.copy()
+        return x
+    if isinstance(obj, np.ndarray):
+        _gk_dtype(obj.dtype)  # refuse unsupported dtypes up front, with their name
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__") and not copy:
+        try:
+            x = from_dlpack(obj, device=device, copy=copy)
+        except BufferError:
+            if copy is False:
+                raise
+        else:
+            return x.astype(dtype) if dtype is not None and _gk_dtype(dtype) != x._gk_dtype \
+                else x
+    host = np.asarray(obj, dtype=_np_dtype(_gk_dtype(dtype)) if dtype is not None else None)
+    if copy is False:
+        raise BufferError("copy=False but the object has to be copied to become a GPUArray")
+    return _from_host(host, _resolve(device))
+
+
+def from_numpy(arr: np.ndarray) -> GPUArray:
+    """A zero-copy cpu array over a NumPy array's memory (read-only stays read-only)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected a numpy.ndarray, got {type(arr).__name__}")
+    _gk_dtype(arr.dtype)
+    return from_dlpack(arr, device="cpu", copy=False)
+
+
+def from_dlpack(x, *, device=None, copy=None) -> GPUArray:
+    """Imports any object with __dlpack__/__dlpack_device__ (array-API from_dlpack).
+    Zero copy unless `device` differs from the producer's or copy=True."""
+    if isinstance(x, GPUArray):
+        return asarray(x, device=device, copy=copy)
+    rt = _runtime()
+    if not hasattr(x, "__dlpack_device__"):
+        raise TypeError(f"{type(x).__name__} does not implement __dlpack_device__")
+    dl_device = tuple(int(v) for v in x.__dlpack_device__())
+    source = _device_from_dl(rt, dl_device)
+    target = _resolve(device, rt) if device is not None else source
+    if target != source and copy is False:
+        raise BufferError(f"the producer's data is on {source}, {target} was asked and "
+                          "copy=False")
+    stream = 1 if source.is_cuda else None  # our work runs on the legacy default stream
+    kwargs = {"stream": stream, "max_version": (1, 1)}
+    if copy is not None:
+        kwargs["copy"] = copy
+    try:
+        capsule = x.__dlpack__(**kwargs)
+    except TypeError:  # a producer that predates DLPack 1.0 keywords
+        capsule = x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()
+        if copy:
+            capsule = _import_capsule(rt, capsule).copy()
+            return capsule.to_device(target)
+    arr = capsule if isinstance(capsule, GPUArray) else _import_capsule(rt, capsule)
+    return arr.to_device(target) if target != source else arr
+
+
+def _import_capsule(rt: Runtime, capsule) -> GPUArray:
+    out = ffi.new("gk_tensor**")
+    if _capsule.is_valid(capsule, _capsule.VERSIONED):
+        m = ffi.cast("DLManagedTensorVersioned*", _capsule.pointer(capsule, _capsule.VERSIONED))
+        if m.version.major != lib.DLPACK_MAJOR_VERSION:
+            _capsule.mark_used(capsule, True)  # the import calls its deleter, as DLPack says
+        status = lib.gk_tensor_from_dlpack_versioned(rt.ptr, m, out)
+        check(status)
+        _capsule.mark_used(capsule, True)
+    elif _capsule.is_valid(capsule, _capsule.LEGACY):
+        m = ffi.cast("DLManagedTensor*", _capsule.pointer(capsule, _capsule.LEGACY))
+        check(lib.gk_tensor_from_dlpack(rt.ptr, m, out))
+        _capsule.mark_used(capsule, False)
+    else:
+        raise BufferError(f"not an unconsumed DLPack capsule (name {_capsule.name_of(capsule)!r})")
+    return GPUArray._wrap(rt, out[0])
+
+
+_wrapped_streams: dict = {}
+
+
+def _consumer_stream(rt: Runtime, device: Device, native: int) -> Stream:
+    """A cached wrapper of a consumer's native stream (wrapping keeps only the handle
+    value, so a cached wrapper is the same as a fresh one; not destroyed because
+    gk_stream_destroy synchronises)."""
+    key = (id(rt), device.id, native)
+    s = _wrapped_streams.get(key)
+    if s is None:
+        out = ffi.new("gk_stream**")
+        check(lib.gk_stream_wrap(rt.ptr, device.id, ffi.cast("void*", native), out))
+        s = out[0]
+        if len(_wrapped_streams) < 256:
+            _wrapped_streams[key] = s
+        else:
+            s = ffi.gc(s, lib.gk_stream_destroy)
+    return s
+
+
+def _sync_for_consumer(x: GPUArray, stream) -> None:
+    if stream is None:
+        stream = 1
+    if stream == 0:
+        raise BufferError("stream=0 is ambiguous for CUDA and refused by the DLPack protocol; "
+                          "pass 1 (legacy default), 2 (per-thread default) or a stream handle")
+    if stream == -1:
+        return
+    producer = x._stream
+    if producer is None and stream == 1:
+        return  # same stream: our default stream is the legacy default stream
+    rt, dev = x._rt, x._device
+    ev = ffi.new("gk_event**")
+    check(lib.gk_event_create(rt.ptr, dev.id, ev))
+    try:
+        check(lib.gk_event_record(ev[0], producer.ptr if producer is not None else ffi.NULL))
+        check(lib.gk_stream_wait_event(_consumer_stream(rt, dev, int(stream)), ev[0]))
+    finally:
+        lib.gk_event_destroy(ev[0])
+
+
+def empty(shape, dtype=np.float32, device=None) -> GPUArray:
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    dev = _resolve(device)
+    return GPUArray._create(dev.runtime, dev, _desc_for(_gk_dtype(dtype), shape))
+
+
+def full(shape, fill_value, dtype=None, device=None) -> GPUArray:
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if dtype is None:
+        dtype = np.asarray(fill_value).dtype
+    gk = _gk_dtype(dtype)
+    return _from_host(np.full(shape, fill_value, dtype=_np_dtype(gk)), _resolve(device), gk)
+
+
+def zeros(shape, dtype=np.float32, device=None) -> GPUArray:
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape, dtype=np.float32, device=None) -> GPUArray:
+    return full(shape, 1, dtype, device)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None) -> GPUArray:
+    host = np.arange(start, stop, step, dtype=None if dtype is None else _np_dtype(_gk_dtype(dtype)))
+    return _from_host(host, _resolve(device))
+
+
+# -- functions -------------------------------------------------------------------------------
+def _as(x, like: GPUArray | None = None) -> GPUArray:
+    if isinstance(x, GPUArray):
+        return x
+    return asarray(x, device=like.device if like is not None else None)
+
+
+def add(a, b, out=None):
+    return _as(a)._binary(b, "add", out=out)
+
+
+def subtract(a, b, out=None):
+    return _as(a)._binary(b, "sub", out=out)
+
+
+def multiply(a, b, out=None):
+    return _as(a)._binary(b, "mul", out=out)
+
+
+def divide(a, b, out=None):
+    return _as(a)._binary(b, "div", out=out)
+
+
+def negative(x, out=None):
+    return _call("neg", [_as(x)], out=out)
+
+
+def absolute(x, out=None):
+    return _call("abs", [_as(x)], out=out)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    return _as(x).sum(axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    return _as(x).mean(axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    return _as(x).max(axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    return _as(x).min(axis, keepdims)
+
+
+def softmax(x, axis=-1):
+    return _as(x).softmax(axis)
+
+
+def matmul(a, b, out=None):
+    """NumPy matmul: 1-D operands are promoted to [1, K] / [K, 1] and the added axis is
+    dropped from the result."""
+    a = _as(a)
+    b = _as(b, like=a)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
+    if a._gk_dtype != b._gk_dtype:
+        a, b = _coerce_pair(a, b)
+    squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
+    if squeeze_a:
+        a = a.reshape(1, a.shape[0])
+    if squeeze_b:
+        b = b.reshape(b.shape[0], 1)
+    r = _call("matmul", [a, b], out=out)
+    if squeeze_a or squeeze_b:
+        shape = list(r.shape)
+        if squeeze_b:
+            shape.pop(-1)
+        if squeeze_a:
+            shape.pop(-2 if not squeeze_b else -1)
+        r = r.reshape(tuple(shape))
+    return r
+
