@@ -1,0 +1,52 @@
+// sm90_gemm_tma_ws.cuh — bf16/f16 matmul on Hopper: TMA loads, wgmma, warp-specialised
+// producer/consumer warpgroups over an mbarrier ring, persistent tile scheduler.
+// Built only for sm_90a (wgmma and setmaxnreg exist nowhere else).
+//
+// Tiling (grid = min(#tiles, #SMs) persistent CTAs, 384 threads = 3 warpgroups):
+//   for tile in blockIdx.x, +gridDim.x .. batch·⌈M/128⌉·⌈N/256⌉:   // CTA owns tile loop,
+//                                                                  // grouped 16 M-tiles
+//     producer warpgroup 0 (one thread, 40 regs):
+//       for kt in 0..⌈K/64⌉: wait empty[s]; expect_tx(full[s], 48 KB);
+//                            TMA a[128×64] and b[256×64] tiles → smem stage s
+//     consumer warpgroups 1, 2 (rows 0..63 and 64..127 of the tile, 232 regs):
+//       for kt: wait full[s]; 4 × wgmma.m64n256k16 (k16 steps) into acc[128] f32
+//               (64×256 per warpgroup, in registers); wait; arrive empty[s]
+//       epilogue from registers: act(alpha·acc + beta·out + bias[n]) → global,
+//       two adjacent columns per store when out is row-contiguous.
+// Shared memory: kStages stages × (A 16 KB + B 32 KB), each tile in the 128-byte
+// swizzle that TMA writes and wgmma reads. A K-contiguous operand is one TMA box
+// [rows][64 k]; an M/N-contiguous one is boxes of [64 k][64 mn] read with wgmma's
+// transpose bit, so row-major, transposed and Linear-style weights all go through TMA.
+#ifndef GPUKIT_KERNELS_MATMUL_SM90_GEMM_TMA_WS_CUH_
+#define GPUKIT_KERNELS_MATMUL_SM90_GEMM_TMA_WS_CUH_
+
+#include <cuda.h>  // types only: CUtensorMap & co; the driver is never linked
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "matmul_problem.h"
+
+namespace gk::matmul {
+
+// cuTensorMapEncodeTiled, found at run time (host->cuda_driver_symbol or
+// cudaGetDriverEntryPoint).
+using TensorMapEncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                       const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                       const cuuint32_t*, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                       CUtensorMapFloatOOBfill);
+
+// True when sm90_gemm_run can serve the problem; otherwise *why says what is refused.
+// With `encode`, also asks the driver to accept the tensor maps (data may be NULL).
+bool sm90_gemm_can_implement(const MatmulProblem& p, TensorMapEncodeFn encode,
+                             std::string* why);
+
+// Queues the product on `stream` for the current device (sm_90a, `sm_count` SMs).
+// A tensor-map encoding failure comes back as cudaErrorInvalidValue with *why set.
+cudaError_t sm90_gemm_run(const MatmulProblem& p, TensorMapEncodeFn encode, int sm_count,
+                          cudaStream_t stream, std::string* why);
+
+}  // namespace gk::matmul
+
+#endif  // GPUKIT_KERNELS_MATMUL_SM90_GEMM_TMA_WS_CUH_

@@ -1,0 +1,26 @@
+// sm90_tuning.h — the tuning table of sm90_gemm_tma_ws.cu (H100 / H200, sm_90a).
+//
+// Each constant names the measurement behind it; docs/kernels/matmul.md has the tables.
+#ifndef GPUKIT_KERNELS_MATMUL_SM90_TUNING_H_
+#define GPUKIT_KERNELS_MATMUL_SM90_TUNING_H_
+
+namespace gk::matmul {
+
+struct Sm90Tuning {
+  // 128×256 per CTA, two consumer warpgroups of 64×256: the largest tile whose f32
+  // accumulators (128 registers per thread) fit beside the addressing in 232 registers;
+  // it halves smem traffic per flop against 128×128 (the fast.cu / CUTLASS default
+  // for bf16 on H100). Starting point; see docs/kernels/matmul.md for measurements.
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 256;
+  static constexpr int kBlockK = 64;  // one 128-byte swizzle row of bf16
+  // 4 × 48 KB = 192 KB of the 227 KB a CTA may have; 5 would not fit.
+  static constexpr int kStages = 4;
+  // Tiles walk 16 M-tiles down before moving right, so concurrent CTAs share B panels
+  // in L2.
+  static constexpr int kGroupM = 16;
+};
+
+}  // namespace gk::matmul
+
+#endif  // GPUKIT_KERNELS_MATMUL_SM90_TUNING_H_

@@ -1,0 +1,511 @@
+// cublaslt plugin: matmul through NVIDIA cuBLASLt, opened with dlopen at init, so the
+// plugin needs no cuBLAS at build or load time and declines with a reason where it is
+// absent. Compiled against cublasLt.h for the types; no cuBLAS symbol is linked.
+//
+// A call is mapped onto cuBLASLt's column-major model: when out is row-contiguous we ask
+// for outᵀ = op(b)ᵀ·op(a)ᵀ (outᵀ is column-major with ld = out's row stride), so a bias
+// over N is cuBLASLt's per-row bias; when out is column-contiguous (no bias) we ask for
+// out = op(a)·op(b) directly. Each operand becomes N or T from whichever of its strides
+// is 1. Descriptors and the heuristic's algorithm are cached per (device, shape, strides,
+// dtypes, epilogue, alignment) in a mutex-protected map; workspace comes from host->alloc.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <array>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "gpukit/gpukit_plugin.h"
+#include "matmul_host_glue.h"
+
+namespace {
+
+using gk::matmul::Activation;
+using gk::matmul::MatmulProblem;
+
+constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;  // NVIDIA's advice for Hopper
+constexpr size_t kMaxCachedPlans = 1024;
+
+// The cuBLASLt entry points we call, resolved from the dlopen'ed library.
+struct LtApi {
+  void* lib = nullptr;
+  decltype(&cublasLtGetVersion) get_version = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+};
+
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (!*out) *missing = name;
+  return *out != nullptr;
+}
+
+// One column-major operand: op, the stored matrix's ld.
+struct ColMajor {
+  cublasOperation_t op;
+  int64_t rows, cols, ld;  // of the stored matrix
+};
+
+// Logical R×C matrix with strides (s_r, s_c) as a column-major operand, if it is one.
+bool as_col_major(int64_t r, int64_t c, int64_t s_r, int64_t s_c, ColMajor* out) {
+  if (s_r == 1 || r == 1) {
+    *out = {CUBLAS_OP_N, r, c, c == 1 ? (r > 1 ? r : 1) : s_c};
+  } else if (s_c == 1 || c == 1) {
+    *out = {CUBLAS_OP_T, c, r, r == 1 ? (c > 1 ? c : 1) : s_r};
+  } else {
+    return false;
+  }
+  if (out->ld < out->rows) {
+    if (out->cols > 1) return false;
+    out->ld = out->rows;
+  }
+  return out->ld >= 1;
+}
+
+cudaDataType_t cuda_type(int32_t dtype) {
+  switch (dtype) {
+    case GK_DTYPE_F64: return CUDA_R_64F;
+    case GK_DTYPE_F16: return CUDA_R_16F;
+    case GK_DTYPE_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+size_t alignment_of(const void* p, size_t fallback) {
+  if (!p) return fallback;  // supports(): assume the worst the dtype allows
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  size_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+// Everything a plan depends on.
+using PlanKey = std::array<int64_t, 24>;
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// The cuBLASLt mapping of one call.
+struct Mapping {
+  bool swapped;            // computing outᵀ = op(b)ᵀ·op(a)ᵀ
+  ColMajor x, y;           // cuBLASLt's A and B
+  const void* x_ptr;
+  const void* y_ptr;
+  int64_t x_bs, y_bs, d_bs;
+  int64_t rows, cols, k;   // of D
+  int64_t ldd;
+  cublasLtEpilogue_t epilogue;
+};
+
+struct Plan {
+  const LtApi* api = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout[4] = {};  // A, B, C, D
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  std::mutex mu;  // the bias pointer is a descriptor attribute: one call at a time
+  ~Plan() {
+    if (desc) api->desc_destroy(desc);
+    for (auto* l : layout)
+      if (l) api->layout_destroy(l);
+  }
+};
+
+struct State {
+  const gk_host_services* host = nullptr;
+  LtApi api;
+  cublasLtHandle_t handle = nullptr;
+  std::mutex mu;
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+};
+
+std::string lt_error(const State* s, const char* what, cublasStatus_t st) {
+  return std::string(what) + ": " + (s->api.status_string ? s->api.status_string(st) : "?");
+}
+
+bool map_call(const MatmulProblem& p, Mapping* m, std::string* why) {
+  if (p.batch.ndim > 1) {
+    *why = "batch dims do not collapse to one stride per operand (cuBLASLt strided batch)";
+    return false;
+  }
+  if (p.act == Activation::kSilu) {
+    *why = "cuBLASLt has no silu epilogue";
+    return false;
+  }
+  if (p.act == Activation::kGelu && !p.gelu_tanh &&
+      (p.in_dtype == GK_DTYPE_F32 || p.in_dtype == GK_DTYPE_F64)) {
+    // cuBLASLt's GELU is the tanh form; it differs from erf by up to ~5e-4, below f16/bf16
+    // rounding but far above f32's.
+    *why = "cuBLASLt's gelu is the tanh approximation; f32/f64 need the erf form";
+    return false;
+  }
+  if (p.has_bias && p.n > 1 && p.bias_s != 1) {
+    *why = "bias must be contiguous for cuBLASLt";
+    return false;
+  }
+  const bool batched = p.batch.ndim == 1;
+  const int64_t a_bs = batched ? p.batch.a_stride[0] : 0;
+  const int64_t b_bs = batched ? p.batch.b_stride[0] : 0;
+  m->d_bs = batched ? p.batch.c_stride[0] : 0;
+  m->k = p.k;
+  if (p.c_sn == 1 || p.n == 1) {
+    m->swapped = true;
+    m->rows = p.n;
+    m->cols = p.m;
+    m->ldd = (p.m == 1) ? (p.n > 1 ? p.n : 1) : p.c_sm;
+    if (!as_col_major(p.n, p.k, p.b_sn, p.b_sk, &m->x) ||
+        !as_col_major(p.k, p.m, p.a_sk, p.a_sm, &m->y)) {
+      *why = "an operand has no unit-stride dim (cuBLASLt needs one)";
+      return false;
+    }
+    m->x_ptr = p.b;
+    m->y_ptr = p.a;
+    m->x_bs = b_bs;
+    m->y_bs = a_bs;
+  } else if (p.c_sm == 1 && !p.has_bias) {
+    m->swapped = false;
+    m->rows = p.m;
+    m->cols = p.n;
+    m->ldd = p.c_sn;
+    if (!as_col_major(p.m, p.k, p.a_sm, p.a_sk, &m->x) ||
+        !as_col_major(p.k, p.n, p.b_sk, p.b_sn, &m->y)) {
+      *why = "an operand has no unit-stride dim (cuBLASLt needs one)";
+      return false;
+    }
+    m->x_ptr = p.a;
+    m->y_ptr = p.b;
+    m->x_bs = a_bs;
+    m->y_bs = b_bs;
+  } else {
+    *why = "out needs a unit stride along N (or along M without bias) for cuBLASLt";
+    return false;
+  }
+  if (m->ldd < m->rows) {
+    *why = "out's rows overlap";
+    return false;
+  }
+  if (p.has_bias) {
+    m->epilogue = p.act == Activation::kRelu   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                  : p.act == Activation::kGelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                               : CUBLASLT_EPILOGUE_BIAS;
+  } else {
+    m->epilogue = p.act == Activation::kRelu   ? CUBLASLT_EPILOGUE_RELU
+                  : p.act == Activation::kGelu ? CUBLASLT_EPILOGUE_GELU
+                                               : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+  return true;
+}
+
+PlanKey plan_key(int ordinal, const MatmulProblem& p, const Mapping& m) {
+  const size_t esz = gk::matmul::dtype_bytes(p.in_dtype);
+  const size_t osz = gk::matmul::dtype_bytes(p.out_dtype);
+  return {ordinal, p.in_dtype, p.out_dtype, p.allow_tf32, m.swapped, m.x.op, m.y.op, m.rows,
+          m.cols, m.k, m.x.ld, m.y.ld, m.ldd, p.batch_count, m.x_bs, m.y_bs, m.d_bs,
+          m.epilogue, p.has_bias,
+          int64_t(alignment_of(m.x_ptr, esz)), int64_t(alignment_of(m.y_ptr, esz)),
+          int64_t(alignment_of(p.c, osz)), int64_t(alignment_of(p.bias, esz)), 0};
+}
+
+// Builds descriptors and asks the heuristic for one algorithm. Null with *why on refusal.
+std::unique_ptr<Plan> make_plan(State* s, const MatmulProblem& p, const Mapping& m,
+                                const PlanKey& key, std::string* why) {
+  const LtApi& api = s->api;
+  auto plan = std::make_unique<Plan>();
+  plan->api = &api;
+  const bool f64 = p.in_dtype == GK_DTYPE_F64;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F
+          : (p.in_dtype == GK_DTYPE_F32 && p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                        : CUBLAS_COMPUTE_32F);
+  const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasStatus_t st = api.desc_create(&plan->desc, compute, scale);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    *why = lt_error(s, "cublasLtMatmulDescCreate", st);
+    return nullptr;
+  }
+  const int32_t ta = m.x.op, tb = m.y.op;
+  api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  const cublasLtEpilogue_t epi = m.epilogue;
+  api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+  if (p.has_bias) {
+    const cudaDataType_t bias_type = cuda_type(p.in_dtype);
+    api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
+    const int64_t zero = 0;  // one bias for every batch entry
+    api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &zero, sizeof(zero));
+  }
+  const cudaDataType_t in_t = cuda_type(p.in_dtype), out_t = cuda_type(p.out_dtype);
+  struct L {
+    cudaDataType_t t;
+    int64_t rows, cols, ld, bs;
+  } ls[4] = {{in_t, m.x.rows, m.x.cols, m.x.ld, m.x_bs},
+             {in_t, m.y.rows, m.y.cols, m.y.ld, m.y_bs},
+             {out_t, m.rows, m.cols, m.ldd, m.d_bs},
+             {out_t, m.rows, m.cols, m.ldd, m.d_bs}};
+  for (int i = 0; i < 4; ++i) {
+    st = api.layout_create(&plan->layout[i], ls[i].t, uint64_t(ls[i].rows), uint64_t(ls[i].cols),
+                           ls[i].ld);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      *why = lt_error(s, "cublasLtMatrixLayoutCreate", st);
+      return nullptr;
+    }
+    if (p.batch_count > 1) {
+      const int32_t count = int32_t(p.batch_count);
+      const int64_t stride = ls[i].bs;
+      api.layout_set(plan->layout[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+      api.layout_set(plan->layout[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                     sizeof(stride));
+    }
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  st = api.pref_create(&pref);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    *why = lt_error(s, "cublasLtMatmulPreferenceCreate", st);
+    return nullptr;
+  }
+  const uint64_t ws = kMaxWorkspaceBytes;
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  const uint32_t align_a = uint32_t(key[19]), align_b = uint32_t(key[20]),
+                 align_cd = uint32_t(key[21]);
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  st = api.heuristic(s->handle, plan->desc, plan->layout[0], plan->layout[1], plan->layout[2],
+                     plan->layout[3], pref, 1, &result, &found);
+  api.pref_destroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    *why = st != CUBLAS_STATUS_SUCCESS ? lt_error(s, "cublasLtMatmulAlgoGetHeuristic", st)
+                                       : "cuBLASLt has no algorithm for this shape/epilogue";
+    return nullptr;
+  }
+  plan->algo = result.algo;
+  plan->workspace = result.workspaceSize;
+  return plan;
+}
+
+// The cached plan for this call, made on first use. Null with *why when refused.
+Plan* find_plan(State* s, int ordinal, const MatmulProblem& p, const Mapping& m,
+                std::string* why) {
+  const PlanKey key = plan_key(ordinal, p, m);
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto it = s->plans.find(key);
+  if (it != s->plans.end()) return it->second.get();
+  auto plan = make_plan(s, p, m, key, why);
+  if (!plan) return nullptr;
+  // Plans in flight hold their own lock, so only drop the cache when it is idle-sized.
+  if (s->plans.size() >= kMaxCachedPlans) {
+    for (auto& kv : s->plans) std::lock_guard<std::mutex> wait(kv.second->mu);
+    s->plans.clear();
+  }
+  return s->plans.emplace(key, std::move(plan)).first->second.get();
+}
+
+bool load_cublaslt(LtApi* api, std::string* why) {
+  const char* names[] = {"libcublasLt.so.13", "libcublasLt.so"};
+  for (const char* n : names) {
+    api->lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
+    if (api->lib) break;
+  }
+  if (!api->lib) {
+    const char* e = dlerror();
+    *why = std::string("libcublasLt.so.13 not found: ") + (e ? e : "dlopen failed");
+    return false;
+  }
+  std::string missing;
+  const bool ok =
+      resolve(api->lib, "cublasLtGetVersion", &api->get_version, &missing) &&
+      resolve(api->lib, "cublasLtGetStatusString", &api->status_string, &missing) &&
+      resolve(api->lib, "cublasLtCreate", &api->create, &missing) &&
+      resolve(api->lib, "cublasLtDestroy", &api->destroy, &missing) &&
+      resolve(api->lib, "cublasLtMatmulDescCreate", &api->desc_create, &missing) &&
+      resolve(api->lib, "cublasLtMatmulDescDestroy", &api->desc_destroy, &missing) &&
+      resolve(api->lib, "cublasLtMatmulDescSetAttribute", &api->desc_set, &missing) &&
+      resolve(api->lib, "cublasLtMatrixLayoutCreate", &api->layout_create, &missing) &&
+      resolve(api->lib, "cublasLtMatrixLayoutDestroy", &api->layout_destroy, &missing) &&
+      resolve(api->lib, "cublasLtMatrixLayoutSetAttribute", &api->layout_set, &missing) &&
+      resolve(api->lib, "cublasLtMatmulPreferenceCreate", &api->pref_create, &missing) &&
+      resolve(api->lib, "cublasLtMatmulPreferenceDestroy", &api->pref_destroy, &missing) &&
+      resolve(api->lib, "cublasLtMatmulPreferenceSetAttribute", &api->pref_set, &missing) &&
+      resolve(api->lib, "cublasLtMatmulAlgoGetHeuristic", &api->heuristic, &missing) &&
+      resolve(api->lib, "cublasLtMatmul", &api->matmul, &missing);
+  if (!ok) {
+    *why = "libcublasLt lacks " + missing;
+    return false;
+  }
+  const size_t version = api->get_version();
+  if (version / 10000 != CUBLAS_VER_MAJOR) {
+    *why = "libcublasLt version " + std::to_string(version) + " is not the major version " +
+           std::to_string(CUBLAS_VER_MAJOR) + " this plugin was built against";
+    return false;
+  }
+  return true;
+}
+
+gk_status plugin_init(const gk_host_services* host, void** state) {
+  try {
+    auto s = std::make_unique<State>();
+    s->host = host;
+    std::string why;
+    if (!load_cublaslt(&s->api, &why)) {
+      if (s->api.lib) dlclose(s->api.lib);
+      gk::matmul::report(host, why);
+      return GK_UNAVAILABLE;
+    }
+    const cublasStatus_t st = s->api.create(&s->handle);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      gk::matmul::report(host, lt_error(s.get(), "cublasLtCreate", st));
+      dlclose(s->api.lib);
+      return GK_UNAVAILABLE;
+    }
+    *state = s.release();
+    return GK_OK;
+  } catch (const std::exception& e) {
+    gk::matmul::report(host, std::string("cublaslt init: ") + e.what());
+    return GK_INTERNAL;
+  } catch (...) {
+    return GK_INTERNAL;
+  }
+}
+
+void plugin_shutdown(void* state) {
+  try {
+    auto* s = static_cast<State*>(state);
+    if (!s) return;
+    s->plans.clear();
+    if (s->handle) s->api.destroy(s->handle);
+    void* lib = s->api.lib;
+    delete s;
+    if (lib) dlclose(lib);
+  } catch (...) {
+  }
+}
+
+gk_status plugin_supports(void* state, const gk_kernel_args* args, char* reason,
+                          size_t capacity) {
+  try {
+    auto* s = static_cast<State*>(state);
+    gk_plugin_device dev;
+    MatmulProblem p;
+    Mapping m;
+    std::string why;
+    const bool ok = gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) &&
+                    map_call(p, &m, &why);
+    if (ok && p.m > 0 && p.n > 0 && p.batch_count > 0) {
+      // Only zero-size calls skip the heuristic (launch does nothing for them).
+      if (find_plan(s, dev.ordinal, p, m, &why) == nullptr) {
+        gk::matmul::write_reason(reason, capacity, why);
+        return GK_UNIMPLEMENTED;
+      }
+    }
+    if (!ok) {
+      gk::matmul::write_reason(reason, capacity, why);
+      return GK_UNIMPLEMENTED;
+    }
+    return GK_OK;
+  } catch (const std::exception& e) {
+    gk::matmul::write_reason(reason, capacity, std::string("cublaslt: ") + e.what());
+    return GK_UNIMPLEMENTED;
+  } catch (...) {
+    return GK_UNIMPLEMENTED;
+  }
+}
+
+gk_status plugin_launch(void* state, const gk_kernel_args* args) {
+  auto* s = static_cast<State*>(state);
+  try {
+    gk_plugin_device dev;
+    MatmulProblem p;
+    Mapping m;
+    std::string why;
+    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) ||
+        !map_call(p, &m, &why)) {
+      gk::matmul::report(s->host, "matmul: " + why);
+      return GK_INVALID_ARGUMENT;
+    }
+    if (p.m == 0 || p.n == 0 || p.batch_count == 0) return GK_OK;
+    cudaError_t cerr = cudaSetDevice(dev.ordinal);
+    if (cerr != cudaSuccess) {
+      gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(cerr));
+      return GK_INTERNAL;
+    }
+    Plan* plan = find_plan(s, dev.ordinal, p, m, &why);
+    if (!plan) {
+      gk::matmul::report(s->host, "matmul: " + why);
+      return GK_INTERNAL;
+    }
+    void* workspace = nullptr;
+    if (plan->workspace > 0) {
+      const gk_status ast = s->host->alloc(s->host->host_context, args->device, plan->workspace,
+                                           args->stream, &workspace);
+      if (ast != GK_OK) return ast;  // the host has recorded why
+    }
+    const double alpha64 = p.alpha, beta64 = p.beta;
+    const float alpha32 = float(p.alpha), beta32 = float(p.beta);
+    const bool f64 = p.in_dtype == GK_DTYPE_F64;
+    const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+    const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+    cublasStatus_t st;
+    {
+      std::lock_guard<std::mutex> lock(plan->mu);
+      if (p.has_bias)
+        s->api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias));
+      st = s->api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
+                         plan->layout[1], beta, p.c, plan->layout[2], p.c, plan->layout[3],
+                         &plan->algo, workspace, plan->workspace,
+                         static_cast<cudaStream_t>(args->stream));
+    }
+    if (workspace) s->host->free(s->host->host_context, args->device, workspace, args->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      gk::matmul::report(s->host, lt_error(s, "matmul: cublasLtMatmul", st));
+      return GK_INTERNAL;
+    }
+    return GK_OK;
+  } catch (const std::exception& e) {
+    gk::matmul::report(s->host, std::string("matmul: ") + e.what());
+    return GK_INTERNAL;
+  } catch (...) {
+    return GK_INTERNAL;
+  }
+}
+
+const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "cublaslt", "0.1.0",
+                            plugin_init, plugin_shutdown, plugin_supports, plugin_launch};
+
+}  // namespace
+
+extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
+                                                      const gk_plugin_api** api) {
+  try {
+    const gk_status st = gk::matmul::negotiate_abi(host, "cublaslt");
+    if (st != GK_OK) return st;
+    *api = &kApi;
+    return GK_OK;
+  } catch (...) {
+    return GK_INTERNAL;
+  }
+}

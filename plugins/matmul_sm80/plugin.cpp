@@ -1,0 +1,107 @@
+// matmul_sm80 plugin: bf16/f16 matmul through sm80_gemm_mma (mma.sync tensor cores) and
+// f32/f64 through simt_gemm, on any SM from 80 up. The only exported symbol is
+// gk_plugin_entry; every entry point catches.
+#include <cuda_runtime.h>
+
+#include <exception>
+#include <string>
+
+#include "gpukit/gpukit_plugin.h"
+#include "matmul_host_glue.h"
+#include "simt_gemm.cuh"
+#include "sm80_gemm_mma.cuh"
+
+namespace {
+
+using gk::matmul::MatmulProblem;
+
+struct State {
+  const gk_host_services* host;
+};
+
+bool is_tensor_core_dtype(int32_t dtype) {
+  return dtype == GK_DTYPE_BF16 || dtype == GK_DTYPE_F16;
+}
+
+bool can_implement(const MatmulProblem& p, std::string* why) {
+  return is_tensor_core_dtype(p.in_dtype) ? gk::matmul::sm80_gemm_can_implement(p, why)
+                                          : gk::matmul::simt_gemm_can_implement(p, why);
+}
+
+gk_status plugin_init(const gk_host_services* host, void** state) {
+  try {
+    *state = new State{host};
+    return GK_OK;
+  } catch (...) {
+    gk::matmul::report(host, "matmul_sm80 init: out of memory");
+    return GK_INTERNAL;
+  }
+}
+
+void plugin_shutdown(void* state) { delete static_cast<State*>(state); }
+
+gk_status plugin_supports(void* state, const gk_kernel_args* args, char* reason,
+                          size_t capacity) {
+  try {
+    const State* s = static_cast<const State*>(state);
+    gk_plugin_device dev;
+    MatmulProblem p;
+    std::string why;
+    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) ||
+        !can_implement(p, &why)) {
+      gk::matmul::write_reason(reason, capacity, why);
+      return GK_UNIMPLEMENTED;
+    }
+    return GK_OK;
+  } catch (const std::exception& e) {
+    gk::matmul::write_reason(reason, capacity, std::string("matmul_sm80: ") + e.what());
+    return GK_UNIMPLEMENTED;
+  } catch (...) {
+    return GK_UNIMPLEMENTED;
+  }
+}
+
+gk_status plugin_launch(void* state, const gk_kernel_args* args) {
+  const State* s = static_cast<const State*>(state);
+  try {
+    gk_plugin_device dev;
+    MatmulProblem p;
+    std::string why;
+    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why)) {
+      gk::matmul::report(s->host, "matmul: " + why);
+      return GK_INVALID_ARGUMENT;
+    }
+    const cudaStream_t stream = static_cast<cudaStream_t>(args->stream);
+    cudaError_t err = cudaSetDevice(dev.ordinal);
+    if (err == cudaSuccess)
+      err = is_tensor_core_dtype(p.in_dtype) ? gk::matmul::sm80_gemm_run(p, stream)
+                                             : gk::matmul::simt_gemm_run(p, stream);
+    if (err != cudaSuccess) {
+      gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(err));
+      return GK_INTERNAL;
+    }
+    return GK_OK;
+  } catch (const std::exception& e) {
+    gk::matmul::report(s->host, std::string("matmul: ") + e.what());
+    return GK_INTERNAL;
+  } catch (...) {
+    return GK_INTERNAL;
+  }
+}
+
+const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "matmul_sm80", "0.1.0",
+                            plugin_init, plugin_shutdown, plugin_supports, plugin_launch};
+
+}  // namespace
+
+extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
+                                                      const gk_plugin_api** api) {
+  try {
+    const gk_status st = gk::matmul::negotiate_abi(host, "matmul_sm80");
+    if (st != GK_OK) return st;
+    *api = &kApi;
+    return GK_OK;
+  } catch (...) {
+    return GK_INTERNAL;
+  }
+}
