@@ -126,6 +126,19 @@ TEST(OpSchema, max_of_nothing_is_refused_but_sum_of_nothing_is_zero) {
   EXPECT_NE(e.find("zero elements"), std::string::npos) << e;
 }
 
+TEST(OpSchema, output_with_zero_stride_is_refused) {
+  const OpRegistry& r = OpRegistry::instance();
+  std::vector<gk_tensor_desc> in = {make_desc(GK_DTYPE_F32, {4}), make_desc(GK_DTYPE_F32, {4})};
+  gk_tensor_desc out = make_desc(GK_DTYPE_F32, {4});
+  out.strides[0] = 0;
+  try {
+    r.validate(r.get("add"), in, {out}, nullptr, 0);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("stride 0 on dimension 0"), std::string::npos) << e.message();
+  }
+}
+
 TEST(OpSchema, argmax_gives_i64) {
   auto out = infer("argmax", {make_desc(GK_DTYPE_F16, {4, 5})}, {int_attr("axis", 1)});
   EXPECT_EQ(out[0].dtype, GK_DTYPE_I64);

@@ -524,6 +524,14 @@ void OpRegistry::validate(const OpSchema& schema, const std::vector<gk_tensor_de
     if (outputs[i].flags & GK_TENSOR_READ_ONLY) {
       fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " is read-only");
     }
+    for (int32_t k = 0; k < outputs[i].ndim; ++k) {
+      if (outputs[i].has_strides && outputs[i].strides[k] == 0 && outputs[i].shape[k] > 1) {
+        fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " has stride 0 on dimension " +
+                                      std::to_string(k) + " of size " +
+                                      std::to_string(outputs[i].shape[k]) +
+                                      ", so its elements would overlap");
+      }
+    }
   }
 }
 
