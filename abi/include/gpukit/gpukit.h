@@ -264,13 +264,17 @@ GK_API gk_status gk_event_elapsed_ms(gk_event* start, gk_event* end, float* out_
  * ------------------------------------------------------------------------------- */
 
 typedef struct gk_buffer gk_buffer;
+typedef struct gk_memory_owner gk_memory_owner; /* see "Memory" below */
 
 typedef struct gk_alloc_args {
   size_t struct_size;   /* sizeof(gk_alloc_args) */
   int32_t device;
   uint64_t size;        /* bytes; 0 is allowed and yields a valid, empty buffer */
   gk_stream* stream;    /* the allocation is usable in this stream's order; NULL default */
-  uint32_t flags;       /* reserved, 0 */
+  uint32_t flags;       /* GK_BUFFER_* (ABI 1.1; 0 before) */
+  /* ABI 1.1: the owner charged (quota and accounting), NULL for none. Read only when
+   * struct_size covers it. */
+  gk_memory_owner* owner;
 } gk_alloc_args;
 
 #define GK_ALLOC_ARGS_SIZE GK_STRUCT_SIZE(gk_alloc_args, flags)
@@ -448,6 +452,85 @@ GK_API gk_status gk_op_output_desc(gk_runtime* runtime, const char* name,
 /* Number of ops the runtime knows, and the name of op `index` (static storage). */
 GK_API int32_t gk_op_count(const gk_runtime* runtime);
 GK_API const char* gk_op_name(const gk_runtime* runtime, int32_t index);
+
+/* ---------------------------------------------------------------------------------
+ * Memory (ABI 1.1): each device has a stream-ordered pool that serves every allocation
+ * (buffers, tensors, plugin scratch). Owners carry a quota on one device; a device may
+ * have a budget; evictable buffers are spilled to (pinned) host memory, least recently
+ * used first, when a quota, the budget or the device would be exceeded, and restored on
+ * their next use. See docs/memory.md.
+ * ------------------------------------------------------------------------------- */
+
+/* gk_alloc_args.flags */
+enum {
+  /* The buffer may be spilled to host memory while it is neither mapped nor in use by a
+   * call, and is restored on gk_buffer_map or the next op or copy that uses it, possibly
+   * at a new device address. Round trips are bit-exact. */
+  GK_BUFFER_EVICTABLE = 1u << 0
+};
+
+/* Creates an owner on `device`: allocations made with it (gk_alloc_args.owner) are
+ * charged to it and fail with RESOURCE_EXHAUSTED (after spilling the owner's evictable
+ * buffers) past `quota_bytes` in use (0: no quota). `name` is copied and appears in
+ * statistics, snapshots and out-of-memory messages. The caller owns *out and frees it with
+ * gk_memory_owner_destroy. Any thread. */
+GK_API gk_status gk_memory_owner_create(gk_runtime* runtime, int32_t device, const char* name,
+                                        uint64_t quota_bytes, gk_memory_owner** out);
+
+/* Frees the handle; the handle must not be used again. Memory still allocated with it
+ * stays charged to its name until freed. NULL is a no-op. Any thread. */
+GK_API void gk_memory_owner_destroy(gk_memory_owner* owner);
+
+/* Bytes the owner has in use now and at most so far (pool block sizes). Either out
+ * pointer may be NULL. Any thread. */
+GK_API gk_status gk_memory_owner_usage(const gk_memory_owner* owner, uint64_t* in_use,
+                                       uint64_t* peak);
+
+/* Limits the bytes in use on `device` (0: no limit, the default). An allocation that
+ * would pass it first spills evictable buffers, then fails with RESOURCE_EXHAUSTED.
+ * Memory already in use is not affected. Any thread. */
+GK_API gk_status gk_memory_set_budget(gk_runtime* runtime, int32_t device, uint64_t bytes);
+
+/* Returns every free pool segment of `device` to the driver (waiting for the streams
+ * that freed into them). *out_released (may be NULL) receives the bytes released. The
+ * pool also does this by itself before failing an allocation. Any thread. */
+GK_API gk_status gk_memory_trim(gk_runtime* runtime, int32_t device, uint64_t* out_released);
+
+typedef struct gk_memory_stats {
+  size_t struct_size;           /* sizeof(gk_memory_stats), set by the caller */
+  uint64_t bytes_in_use;        /* live blocks (request rounded to the pool's sizes) */
+  uint64_t bytes_requested;     /* live blocks as requested */
+  uint64_t bytes_reserved;      /* segments held from the driver */
+  uint64_t peak_bytes_in_use;
+  uint64_t peak_bytes_reserved;
+  uint64_t alloc_count;         /* successful allocations so far */
+  uint64_t free_count;
+  uint64_t failure_count;       /* RESOURCE_EXHAUSTED answers */
+  uint64_t segment_count;
+  uint64_t largest_free_block;  /* bytes */
+  double fragmentation;         /* 1 - largest free block / free reserved bytes; 0 if none */
+  uint64_t budget;              /* gk_memory_set_budget, 0 for none */
+  uint64_t bytes_spilled;       /* evictable bytes now in host memory */
+  uint64_t spill_count;
+  uint64_t restore_count;
+  uint64_t cross_stream_waits;  /* reuses across streams ordered by a stream wait */
+} gk_memory_stats;
+
+#define GK_MEMORY_STATS_SIZE GK_STRUCT_SIZE(gk_memory_stats, cross_stream_waits)
+
+/* Fills *out (the caller sets out->struct_size; fields past it are not written) with the
+ * pool statistics of `device`, read at the call. Any thread. */
+GK_API gk_status gk_memory_stats_get(gk_runtime* runtime, int32_t device, gk_memory_stats* out);
+
+/* A JSON snapshot of `device`'s pool: totals, owners (name, quota, in_use, peak, allocs,
+ * failures), every segment (address, size, kind) with every block (address, size, state
+ * "allocated"/"free"/"free_pending", stream, and for allocated blocks requested size,
+ * owner, evictable, kind "handle"/"plugin"), and the spilled buffers. The caller frees
+ * *out_json with gk_string_free. Any thread. */
+GK_API gk_status gk_memory_snapshot_json(gk_runtime* runtime, int32_t device, char** out_json);
+
+/* 1 when the evictable buffer is spilled to host memory now, else 0. */
+GK_API gk_status gk_buffer_is_spilled(const gk_buffer* buffer, int32_t* out);
 
 /* ---------------------------------------------------------------------------------
  * Plugins and dispatch explanation.

@@ -1,6 +1,18 @@
 // Buffers: checked handles over stream-ordered allocations.
+#include <cstdio>
+
 #include "capi/capi_util.h"
 #include "memory/buffer_table.h"
+
+namespace gk {
+
+inline std::string hex_text(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%x", value);
+  return text;
+}
+
+}  // namespace gk
 
 extern "C" {
 
@@ -12,7 +24,21 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
     gk::require_struct(args->struct_size, GK_ALLOC_ARGS_SIZE, "gk_buffer_alloc", "gk_alloc_args");
     const gk::Device& d = rt.devices().at(args->device);
     gk_stream& s = gk::stream_for(rt, args->stream, d, "gk_buffer_alloc");
-    auto allocation = std::make_shared<gk::Allocation>(runtime->impl, d, args->size, s.native);
+    if (args->flags & ~uint32_t(GK_BUFFER_EVICTABLE)) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: flags 0x" + gk::hex_text(args->flags) +
+                                        " has bits that are not GK_BUFFER_* flags");
+    }
+    gk::MemoryOwner* owner = nullptr;
+    if (args->struct_size >= GK_STRUCT_SIZE(gk_alloc_args, owner) && args->owner) {
+      if (args->owner->device != &d) {
+        gk::fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: owner '" + args->owner->owner->name +
+                                          "' belongs to " + args->owner->device->label() +
+                                          ", but the buffer is on " + d.label());
+      }
+      owner = args->owner->owner;
+    }
+    auto allocation = std::make_shared<gk::Allocation>(runtime->impl, d, args->size, s.native,
+                                                       owner, args->flags & GK_BUFFER_EVICTABLE);
     *out = gk::BufferTable::instance().insert(std::move(allocation));
   });
 }
@@ -51,8 +77,10 @@ GK_API gk_status gk_buffer_map(gk_buffer* buffer, void** out) {
   return gk::c_guard([&] {
     gk::require_arg(out, "gk_buffer_map", "out");
     *out = gk::BufferTable::instance().with(buffer, "gk_buffer_map", [](gk::BufferEntry& e) {
+      // A spilled buffer comes back first; mapped, it is never evicted.
+      void* ptr = e.allocation->locate(e.allocation->free_stream, true);
       ++e.map_count;
-      return e.allocation->ptr;
+      return ptr;
     });
   });
 }
@@ -64,6 +92,7 @@ GK_API gk_status gk_buffer_unmap(gk_buffer* buffer) {
         gk::fail(GK_FAILED_PRECONDITION, "gk_buffer_unmap: the buffer is not mapped");
       }
       --e.map_count;
+      e.allocation->unpin();
     });
   });
 }

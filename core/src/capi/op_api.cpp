@@ -77,6 +77,7 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
 
     gk::KernelTensors kt;
     std::vector<void*> input_data, output_data;
+    std::vector<const gk_tensor*> input_tensors, output_tensors;
     const gk::Device* device = nullptr;
     std::string device_owner;
     auto collect = [&](gk_tensor* const* list, int32_t count, bool output) {
@@ -93,6 +94,7 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
         }
         (output ? kt.outputs : kt.inputs).push_back(gk::desc_of(t));
         (output ? output_data : input_data).push_back(t.data);
+        (output ? output_tensors : input_tensors).push_back(&t);
       }
     };
     collect(args->inputs, args->num_inputs, false);
@@ -101,6 +103,12 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
     if (!device) device = &rt.devices().at(0);
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
 
+    // Evictable memory is restored and stays put until the launch is queued.
+    gk::TensorPins pins(stream.native);
+    for (size_t i = 0; i < input_tensors.size(); ++i) input_data[i] = pins.data(*input_tensors[i]);
+    for (size_t i = 0; i < output_tensors.size(); ++i) {
+      output_data[i] = pins.data(*output_tensors[i]);
+    }
     kt.finish(input_data, output_data);
     gk_kernel_args kargs = kt.args(schema.name.c_str(), device->id, stream.native, args->attrs,
                                    args->num_attrs);

@@ -142,6 +142,7 @@ GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
     }
     void* data = static_cast<char*>(allocation->ptr) + byte_offset;
     gk_tensor* t = gk::new_tensor(allocation->runtime, allocation->device, d, data);
+    t->data_offset = byte_offset;
     t->allocation = std::move(allocation);
     *out = t;
   });
@@ -185,7 +186,14 @@ GK_API gk_status gk_tensor_get_desc(const gk_tensor* tensor, gk_tensor_desc* out
 
 GK_API int32_t gk_tensor_device(const gk_tensor* tensor) { return tensor ? tensor->device->id : -1; }
 
-GK_API void* gk_tensor_data(const gk_tensor* tensor) { return tensor ? tensor->data : nullptr; }
+GK_API void* gk_tensor_data(const gk_tensor* tensor) {
+  if (!tensor) return nullptr;
+  void* data = nullptr;
+  gk_status status = gk::c_guard([&] {
+    data = gk::tensor_data(*tensor, tensor->allocation ? tensor->allocation->free_stream : nullptr);
+  });
+  return status == GK_OK ? data : nullptr;
+}
 
 GK_API gk_status gk_copy_from_host(gk_tensor* dst, const void* src, uint64_t bytes,
                                    gk_stream* stream) {
@@ -200,13 +208,15 @@ GK_API gk_status gk_copy_from_host(gk_tensor* dst, const void* src, uint64_t byt
     gk::Runtime& rt = *dst->runtime;
     gk_stream& s = gk::stream_for(rt, stream, *dst->device, "gk_copy_from_host");
     if (!bytes) return;
+    gk::TensorPins pins(s.native);
+    void* dst_data = pins.data(*dst);
     if (!dst->device->is_cuda()) {
-      std::memcpy(dst->data, src, bytes);
+      std::memcpy(dst_data, src, bytes);
       return;
     }
     const auto& driver = *rt.devices().driver();
     gk::ContextGuard guard(driver, dst->device->context);
-    GK_CU_CHECK(driver, cuMemcpyHtoDAsync(reinterpret_cast<gk::cuda::CUdeviceptr>(dst->data), src,
+    GK_CU_CHECK(driver, cuMemcpyHtoDAsync(reinterpret_cast<gk::cuda::CUdeviceptr>(dst_data), src,
                                           bytes, s.native));
     if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
   });
@@ -222,13 +232,15 @@ GK_API gk_status gk_copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes
     gk::Runtime& rt = *src->runtime;
     gk_stream& s = gk::stream_for(rt, stream, *src->device, "gk_copy_to_host");
     if (!bytes) return;
+    gk::TensorPins pins(s.native);
+    void* src_data = pins.data(*src);
     if (!src->device->is_cuda()) {
-      std::memcpy(dst, src->data, bytes);
+      std::memcpy(dst, src_data, bytes);
       return;
     }
     const auto& driver = *rt.devices().driver();
     gk::ContextGuard guard(driver, src->device->context);
-    GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst, reinterpret_cast<gk::cuda::CUdeviceptr>(src->data),
+    GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst, reinterpret_cast<gk::cuda::CUdeviceptr>(src_data),
                                           bytes, s.native));
     if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
   });
@@ -256,17 +268,23 @@ GK_API gk_status gk_copy(gk_tensor* dst, const gk_tensor* src, gk_stream* stream
     gk::Runtime& rt = *dst->runtime;
     gk_stream& s = gk::stream_for(rt, stream, order_dev, "gk_copy");
     if (!bytes) return;
+    // Each side restored in its own device's order (the cpu side has no streams).
+    gk::TensorPins pins(s.native);
+    void* dst_data = pins.data(*dst, &dst_dev == &order_dev ? s.native : nullptr);
+    void* src_data = pins.data(*src, &src_dev == &order_dev ? s.native : nullptr);
     if (!src_dev.is_cuda() && !dst_dev.is_cuda()) {
-      std::memmove(dst->data, src->data, bytes);
+      std::memmove(dst_data, src_data, bytes);
       return;
     }
     const auto& driver = *rt.devices().driver();
     gk::ContextGuard guard(driver, order_dev.context);
-    auto dptr = [](const gk_tensor* t) { return reinterpret_cast<gk::cuda::CUdeviceptr>(t->data); };
+    auto dptr = [&](const gk_tensor* t) {
+      return reinterpret_cast<gk::cuda::CUdeviceptr>(t == dst ? dst_data : src_data);
+    };
     if (!src_dev.is_cuda()) {
-      GK_CU_CHECK(driver, cuMemcpyHtoDAsync(dptr(dst), src->data, bytes, s.native));
+      GK_CU_CHECK(driver, cuMemcpyHtoDAsync(dptr(dst), src_data, bytes, s.native));
     } else if (!dst_dev.is_cuda()) {
-      GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst->data, dptr(src), bytes, s.native));
+      GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst_data, dptr(src), bytes, s.native));
     } else if (&src_dev == &dst_dev) {
       GK_CU_CHECK(driver, cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, s.native));
     } else {

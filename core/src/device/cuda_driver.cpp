@@ -65,6 +65,11 @@ const Driver* Driver::get(std::string* why) {
         {"cuEventElapsedTime", reinterpret_cast<void**>(&a.cuEventElapsedTime)},
         {"cuGetErrorName", reinterpret_cast<void**>(&a.cuGetErrorName)},
         {"cuGetErrorString", reinterpret_cast<void**>(&a.cuGetErrorString)},
+        {"cuMemAlloc_v2", reinterpret_cast<void**>(&a.cuMemAlloc)},
+        {"cuMemFree_v2", reinterpret_cast<void**>(&a.cuMemFree)},
+        {"cuMemHostAlloc", reinterpret_cast<void**>(&a.cuMemHostAlloc)},
+        {"cuMemFreeHost", reinterpret_cast<void**>(&a.cuMemFreeHost)},
+        {"cuStreamQuery", reinterpret_cast<void**>(&a.cuStreamQuery)},
     };
     for (const Symbol& s : symbols) {
       *s.slot = dlsym(handle, s.name);

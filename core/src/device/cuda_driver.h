@@ -25,6 +25,7 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDefault = 0x0;
 constexpr unsigned kEventDisableTiming = 0x2;
+constexpr CUresult kResultOutOfMemory = 2;
 
 // Entry points GPUkit calls, resolved by name (the _v2 names are what cuda.h maps the
 // plain names to).
@@ -61,6 +62,12 @@ struct DriverApi {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // The memory pool's segments and spill storage.
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuStreamQuery)(CUstream);
 };
 
 // The opened driver. Created once per process; lives until exit (unloading libcuda

@@ -1,6 +1,8 @@
 #include "memory/device_memory.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 #include "common/error.h"
 #include "runtime/runtime.h"
@@ -8,58 +10,195 @@
 namespace gk {
 namespace {
 
-std::string mib(uint64_t bytes) {
-  return std::to_string(bytes / (1024 * 1024)) + " MiB";
-}
+// The cpu device: segments of aligned host memory; streams run synchronously, so every
+// free is complete at once and no event is needed.
+class HostBackend final : public PoolBackend {
+ public:
+  HostBackend(const DeviceSet& devices, const Device& device)
+      : devices_(devices), device_(device) {}
+  void* map_segment(uint64_t bytes) override {
+    return std::aligned_alloc(kPoolAlignment, bytes);
+  }
+  void unmap_segment(void* base, uint64_t) noexcept override { std::free(base); }
+  void* record_event(cuda::CUstream) noexcept override { return nullptr; }
+  bool event_complete(void*) override { return true; }
+  void stream_wait_event(cuda::CUstream, void*) override {}
+  void synchronize_event(void*) noexcept override {}
+  void release_event(void*) noexcept override {}
+  void* host_alloc(uint64_t bytes) override { return std::malloc(bytes); }
+  void host_free(void* ptr) noexcept override { std::free(ptr); }
+  void copy_to_host(void* dst, const void* src, uint64_t bytes, cuda::CUstream) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_device(void* dst, const void* src, uint64_t bytes, cuda::CUstream) override {
+    std::memcpy(dst, src, bytes);
+  }
+  uint64_t total_memory() override { return device_.total_memory; }
+  uint64_t free_memory() override { return devices_.free_memory(device_); }
+
+ private:
+  const DeviceSet& devices_;
+  const Device& device_;
+};
+
+// A CUDA device: cuMemAlloc segments, events from a small cache, pinned spill storage.
+class CudaBackend final : public PoolBackend {
+ public:
+  CudaBackend(const DeviceSet& devices, const Device& device)
+      : devices_(devices), device_(device), driver_(*devices.driver()), api_(driver_.api()) {}
+  ~CudaBackend() override {
+    if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return;
+    for (cuda::CUevent e : spare_events_) api_.cuEventDestroy(e);
+    pop();
+  }
+
+  void* map_segment(uint64_t bytes) override {
+    cuda::ContextGuard guard(driver_, device_.context);
+    cuda::CUdeviceptr ptr = 0;
+    cuda::CUresult r = api_.cuMemAlloc(&ptr, bytes);
+    if (r == cuda::kResultOutOfMemory) return nullptr;
+    cuda::check(driver_, r, "cuMemAlloc_v2", __FILE__, __LINE__);
+    return reinterpret_cast<void*>(ptr);
+  }
+  void unmap_segment(void* base, uint64_t) noexcept override {
+    if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return;
+    api_.cuMemFree(reinterpret_cast<cuda::CUdeviceptr>(base));
+    pop();
+  }
+  void* record_event(cuda::CUstream stream) noexcept override {
+    if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return nullptr;
+    cuda::CUevent e = nullptr;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else if (api_.cuEventCreate(&e, cuda::kEventDisableTiming) != cuda::kSuccess) {
+      e = nullptr;
+    }
+    if (e && api_.cuEventRecord(e, stream) != cuda::kSuccess) {
+      api_.cuEventDestroy(e);
+      e = nullptr;
+    }
+    // No event: wait for the stream here, so the block is free for every stream.
+    if (!e) api_.cuStreamSynchronize(stream);
+    pop();
+    return e;
+  }
+  bool event_complete(void* event) override {
+    cuda::CUresult r = api_.cuEventQuery(static_cast<cuda::CUevent>(event));
+    return r != cuda::kErrorNotReady;
+  }
+  void stream_wait_event(cuda::CUstream stream, void* event) override {
+    GK_CU_CHECK(driver_, cuStreamWaitEvent(stream, static_cast<cuda::CUevent>(event), 0));
+  }
+  void synchronize_event(void* event) noexcept override {
+    api_.cuEventSynchronize(static_cast<cuda::CUevent>(event));
+  }
+  void release_event(void* event) noexcept override {
+    try {
+      spare_events_.push_back(static_cast<cuda::CUevent>(event));
+    } catch (...) {
+      api_.cuEventDestroy(static_cast<cuda::CUevent>(event));
+    }
+  }
+  void* host_alloc(uint64_t bytes) override {
+    cuda::ContextGuard guard(driver_, device_.context);
+    void* p = nullptr;
+    if (api_.cuMemHostAlloc(&p, bytes, 0) != cuda::kSuccess) return nullptr;
+    return p;
+  }
+  void host_free(void* ptr) noexcept override {
+    if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return;
+    api_.cuMemFreeHost(ptr);
+    pop();
+  }
+  void copy_to_host(void* dst, const void* src, uint64_t bytes, cuda::CUstream stream) override {
+    cuda::ContextGuard guard(driver_, device_.context);
+    GK_CU_CHECK(driver_, cuMemcpyDtoHAsync(dst, reinterpret_cast<cuda::CUdeviceptr>(src), bytes,
+                                           stream));
+    GK_CU_CHECK(driver_, cuStreamSynchronize(stream));
+  }
+  void copy_to_device(void* dst, const void* src, uint64_t bytes,
+                      cuda::CUstream stream) override {
+    cuda::ContextGuard guard(driver_, device_.context);
+    GK_CU_CHECK(driver_, cuMemcpyHtoDAsync(reinterpret_cast<cuda::CUdeviceptr>(dst), src, bytes,
+                                           stream));
+    // The host copy is freed next: the transfer must be done with it.
+    GK_CU_CHECK(driver_, cuStreamSynchronize(stream));
+  }
+  uint64_t total_memory() override { return device_.total_memory; }
+  uint64_t free_memory() override { return devices_.free_memory(device_); }
+
+ private:
+  void pop() noexcept {
+    cuda::CUcontext popped;
+    api_.cuCtxPopCurrent(&popped);
+  }
+
+  const DeviceSet& devices_;
+  const Device& device_;
+  const cuda::Driver& driver_;
+  const cuda::DriverApi& api_;
+  std::vector<cuda::CUevent> spare_events_;  // guarded by the pool's mutex
+};
 
 }  // namespace
 
-void* DeviceMemory::allocate(const Device& device, uint64_t bytes, cuda::CUstream stream) const {
-  // Zero-byte requests still get a unique, freeable address.
-  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kAllocationAlignment - 1) /
-                     kAllocationAlignment * kAllocationAlignment;
-  if (!device.is_cuda()) {
-    void* p = std::aligned_alloc(kAllocationAlignment, rounded);
-    if (!p) {
-      fail(GK_RESOURCE_EXHAUSTED, "cpu: cannot allocate " + std::to_string(bytes) +
-                                      " bytes of host memory (total " + mib(device.total_memory) +
-                                      ", free " + mib(devices_.free_memory(device)) + ")");
-    }
-    return p;
-  }
-  const cuda::Driver& driver = *devices_.driver();
-  cuda::ContextGuard guard(driver, device.context);
-  cuda::CUdeviceptr ptr = 0;
-  cuda::CUresult r = driver.api().cuMemAllocAsync(&ptr, rounded, stream);
-  if (r != cuda::kSuccess) {
-    gk_status status = r == 2 ? GK_RESOURCE_EXHAUSTED : GK_INTERNAL;
-    fail(status, device.label() + ": cannot allocate " + std::to_string(bytes) + " bytes (" +
-                     driver.error_text(r) + "; device total " + mib(device.total_memory) +
-                     ", free " + mib(devices_.free_memory(device)) + ")");
-  }
-  return reinterpret_cast<void*>(ptr);
+std::unique_ptr<PoolBackend> make_host_backend(const DeviceSet& devices, const Device& device) {
+  return std::make_unique<HostBackend>(devices, device);
 }
 
-void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream stream) const noexcept {
-  if (!ptr) return;
-  if (!device.is_cuda()) {
-    std::free(ptr);
-    return;
+std::unique_ptr<PoolBackend> make_cuda_backend(const DeviceSet& devices, const Device& device) {
+  return std::make_unique<CudaBackend>(devices, device);
+}
+
+DeviceMemory::DeviceMemory(const DeviceSet& devices) : devices_(devices) {
+  for (const Device& d : devices_.devices()) {
+    pools_.push_back(std::make_unique<MemoryPool>(
+        d.label(), d.is_cuda() ? make_cuda_backend(devices_, d) : make_host_backend(devices_, d)));
   }
-  const cuda::Driver& driver = *devices_.driver();
-  const auto& api = driver.api();
-  if (api.cuCtxPushCurrent(device.context) != cuda::kSuccess) return;
-  api.cuMemFreeAsync(reinterpret_cast<cuda::CUdeviceptr>(ptr), stream);
-  cuda::CUcontext popped;
-  api.cuCtxPopCurrent(&popped);
+}
+
+DeviceMemory::~DeviceMemory() = default;
+
+void* DeviceMemory::allocate(const Device& device, uint64_t bytes, cuda::CUstream stream) const {
+  return pool(device).allocate_raw(bytes, stream);
+}
+
+void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream stream) const {
+  pool(device).free_raw(ptr, stream, "host.free");
 }
 
 Allocation::Allocation(std::shared_ptr<Runtime> rt, const Device& dev, uint64_t bytes,
-                       cuda::CUstream stream)
-    : runtime(std::move(rt)), device(dev), size(bytes), free_stream(stream) {
-  ptr = runtime->memory().allocate(device, size, stream);
+                       cuda::CUstream stream, MemoryOwner* owner, bool evictable)
+    : runtime(std::move(rt)),
+      device(dev),
+      size(bytes),
+      free_stream(stream),
+      pool(runtime->memory().pool(device)) {
+  if (evictable) {
+    record = pool.allocate_evictable(size, stream, owner);
+    ptr = pool.locate(record, stream, false);
+  } else {
+    block = pool.allocate(size, stream, owner);
+    ptr = MemoryPool::address(block);
+  }
 }
 
-Allocation::~Allocation() { runtime->memory().deallocate(device, ptr, free_stream); }
+Allocation::~Allocation() {
+  if (record) {
+    pool.free(record, free_stream);
+  } else {
+    pool.free(block, free_stream);
+  }
+}
+
+void* Allocation::locate(cuda::CUstream stream, bool pin) {
+  if (!record) return ptr;
+  return pool.locate(record, stream, pin);
+}
+
+void Allocation::unpin() noexcept {
+  if (record) pool.unpin(record);
+}
 
 }  // namespace gk

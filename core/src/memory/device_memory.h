@@ -1,43 +1,67 @@
-// Device memory for a runtime: stream-ordered allocation on CUDA devices
-// (cuMemAllocAsync) and aligned host memory on the cpu device. An Allocation frees
-// itself when its last owner (a buffer handle or a tensor) lets go.
+// Device memory for a runtime: one stream-ordered MemoryPool per device (memory_pool.h),
+// over the CUDA driver (cuMemAlloc segments) or aligned host memory for the cpu device. An
+// Allocation frees itself when its last owner (a buffer handle or a tensor) lets go.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "device/device.h"
+#include "memory/memory_pool.h"
 
 namespace gk {
 
 class Runtime;
 
-constexpr uint64_t kAllocationAlignment = 256;
+constexpr uint64_t kAllocationAlignment = kPoolAlignment;
 
 class DeviceMemory {
  public:
-  explicit DeviceMemory(const DeviceSet& devices) : devices_(devices) {}
+  explicit DeviceMemory(const DeviceSet& devices);
+  ~DeviceMemory();
 
-  // Throws RESOURCE_EXHAUSTED naming the request and the device's total and free memory.
+  MemoryPool& pool(const Device& device) const { return *pools_[size_t(device.id)]; }
+
+  // Raw memory for plugins' scratch (host services). allocate throws RESOURCE_EXHAUSTED
+  // naming the request, the device and the pool; deallocate throws INVALID_ARGUMENT for a
+  // pointer this pool did not hand out or already took back.
   void* allocate(const Device& device, uint64_t bytes, cuda::CUstream stream) const;
-  void deallocate(const Device& device, void* ptr, cuda::CUstream stream) const noexcept;
+  void deallocate(const Device& device, void* ptr, cuda::CUstream stream) const;
 
  private:
   const DeviceSet& devices_;
+  std::vector<std::unique_ptr<MemoryPool>> pools_;
 };
 
+// The backends: exposed for tests that need a pool over plain host memory.
+std::unique_ptr<PoolBackend> make_host_backend(const DeviceSet& devices, const Device& device);
+std::unique_ptr<PoolBackend> make_cuda_backend(const DeviceSet& devices, const Device& device);
+
 struct Allocation {
+  // `evictable`: may be spilled to host memory while not pinned (GK_BUFFER_EVICTABLE).
   Allocation(std::shared_ptr<Runtime> runtime, const Device& device, uint64_t size,
-             cuda::CUstream stream);
+             cuda::CUstream stream, MemoryOwner* owner = nullptr, bool evictable = false);
   ~Allocation();
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
 
+  bool evictable() const { return record != nullptr; }
+  // The current device address, restoring a spilled evictable allocation first (in
+  // `stream`'s order). With `pin`, it stays resident there until unpin().
+  void* locate(cuda::CUstream stream, bool pin);
+  void unpin() noexcept;
+
   std::shared_ptr<Runtime> runtime;  // keeps the runtime (and its driver context) alive
   const Device& device;
   uint64_t size;
+  // The address at allocation. Stays valid for a non-evictable allocation; an evictable one
+  // may move: use locate().
   void* ptr = nullptr;
   cuda::CUstream free_stream;        // the stream whose order the memory is freed in
+  MemoryPool& pool;
+  PoolBlock* block = nullptr;        // non-evictable
+  EvictRecord* record = nullptr;     // evictable
 };
 
 }  // namespace gk

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "gpukit/gpukit.h"
 #include "memory/device_memory.h"
@@ -35,7 +36,8 @@ struct gk_tensor {
   int64_t shape[GK_MAX_DIMS] = {};
   int64_t strides[GK_MAX_DIMS] = {};
   uint32_t flags = 0;
-  void* data = nullptr;                         // element [0, …, 0]
+  void* data = nullptr;                         // element [0, …, 0]: use gk::tensor_data()
+  uint64_t data_offset = 0;                     // element [0, …, 0] from the allocation's start
   std::shared_ptr<gk::Allocation> allocation;   // GPUkit memory, or
   gk_release_fn release = nullptr;              // external memory's release callback
   void* release_context = nullptr;
@@ -44,3 +46,46 @@ struct gk_tensor {
     if (release) release(release_context);
   }
 };
+
+struct gk_memory_owner {
+  std::shared_ptr<gk::Runtime> runtime;
+  const gk::Device* device;
+  gk::MemoryOwner* owner;  // lives as long as the device's pool
+};
+
+namespace gk {
+
+// The address of a tensor's element [0, …, 0] now. A tensor over an evictable buffer is
+// restored first when spilled (it may come back at a new address).
+inline void* tensor_data(const gk_tensor& t, cuda::CUstream stream) {
+  if (!t.allocation || !t.allocation->evictable()) return t.data;
+  return static_cast<char*>(t.allocation->locate(stream, false)) + t.data_offset;
+}
+
+// Tensor addresses for the length of one call: evictable memory is restored and pinned
+// (never spilled) until the TensorPins goes.
+class TensorPins {
+ public:
+  explicit TensorPins(cuda::CUstream stream) : stream_(stream) {}
+  ~TensorPins() {
+    for (Allocation* a : pinned_) a->unpin();
+  }
+  TensorPins(const TensorPins&) = delete;
+  TensorPins& operator=(const TensorPins&) = delete;
+
+  void* data(const gk_tensor& t) { return data(t, stream_); }
+  // With the stream of the tensor's own device (for a copy across devices).
+  void* data(const gk_tensor& t, cuda::CUstream stream) {
+    if (!t.allocation || !t.allocation->evictable()) return t.data;
+    pinned_.reserve(pinned_.size() + 1);
+    void* base = t.allocation->locate(stream, true);
+    pinned_.push_back(t.allocation.get());
+    return static_cast<char*>(base) + t.data_offset;
+  }
+
+ private:
+  cuda::CUstream stream_;
+  std::vector<Allocation*> pinned_;
+};
+
+}  // namespace gk

@@ -1,0 +1,823 @@
+#include "memory/memory_pool.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace gk {
+
+struct PoolSegment {
+  uintptr_t base = 0;
+  uint64_t size = 0;
+  bool small = false;
+  // Small segments: bytes carved so far, blocks not free, every block carved.
+  uint64_t bump = 0;
+  uint64_t live = 0;
+  std::vector<PoolBlock*> carved;
+  // Large segments: the lowest block (blocks chain by address through prev/next).
+  PoolBlock* first = nullptr;
+};
+
+struct PoolBlock {
+  uintptr_t addr = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;
+  PoolSegment* segment = nullptr;
+  PoolBlock* prev = nullptr;  // address neighbours in a large segment
+  PoolBlock* next = nullptr;
+  PoolBlock* bin_prev = nullptr;  // a small class's free list
+  PoolBlock* bin_next = nullptr;
+  // Live: the stream it was allocated in. Free: the stream it was freed in, and unless
+  // `ready`, the event recorded there at free time.
+  cuda::CUstream stream = nullptr;
+  void* event = nullptr;
+  uint64_t free_seq = 0;
+  bool ready = true;  // free and usable on any stream
+  bool free = true;
+  int size_class = -1;
+  MemoryOwner* owner = nullptr;
+  EvictRecord* record = nullptr;
+  bool raw = false;
+};
+
+struct EvictionReport {
+  int spilled = 0;
+  uint64_t spilled_bytes = 0;
+  int skipped_pinned = 0;
+  int host_short = 0;
+  int candidates = 0;
+
+  std::string text() const;
+};
+
+namespace {
+
+std::string human(uint64_t bytes) {
+  char text[48];
+  if (bytes >= (uint64_t(1) << 30)) {
+    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
+  } else if (bytes >= (uint64_t(1) << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f MiB", double(bytes) / double(uint64_t(1) << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(text, sizeof(text), "%.1f KiB", double(bytes) / 1024.0);
+  } else {
+    std::snprintf(text, sizeof(text), "%" PRIu64 " B", bytes);
+  }
+  return text;
+}
+
+std::string hex(uintptr_t value) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, value);
+  return text;
+}
+
+uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+
+// Class sizes: 256 .. 4096 by 256, then 4 per power of two up to kSmallLimit.
+const std::vector<uint64_t>& class_sizes() {
+  static const std::vector<uint64_t> sizes = [] {
+    std::vector<uint64_t> s;
+    for (uint64_t v = 256; v <= 4096; v += 256) s.push_back(v);
+    for (uint64_t p = 4096; p < kSmallLimit; p *= 2) {
+      for (uint64_t k = 1; k <= 4; ++k) s.push_back(p + p / 4 * k);
+    }
+    return s;
+  }();
+  return sizes;
+}
+
+}  // namespace
+
+std::string EvictionReport::text() const {
+  if (candidates == 0 && spilled == 0) return "eviction: no evictable buffer to spill";
+  std::string t = "eviction: spilled " + std::to_string(spilled) + " evictable buffer(s) (" +
+                  human(spilled_bytes) + ")";
+  if (skipped_pinned) t += ", skipped " + std::to_string(skipped_pinned) + " mapped or in use";
+  if (host_short) t += ", " + std::to_string(host_short) + " could not get host memory";
+  return t;
+}
+
+int size_class_of(uint64_t bytes) {
+  const auto& sizes = class_sizes();
+  if (bytes <= 4096) return int((std::max<uint64_t>(bytes, 1) + 255) / 256) - 1;
+  return int(std::lower_bound(sizes.begin(), sizes.end(), bytes) - sizes.begin());
+}
+
+uint64_t size_class_size(int size_class) { return class_sizes()[size_t(size_class)]; }
+
+int size_class_count() { return int(class_sizes().size()); }
+
+uint64_t pool_rounded_size(uint64_t bytes) {
+  if (bytes <= kSmallLimit) return size_class_size(size_class_of(bytes));
+  return round_up(bytes, kLargeRounding);
+}
+
+bool MemoryPool::BySize::operator()(const PoolBlock* a, const PoolBlock* b) const {
+  if (a->size != b->size) return a->size < b->size;
+  return a->addr < b->addr;
+}
+
+MemoryPool::MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend)
+    : label_(std::move(label)), backend_(std::move(backend)) {
+  unowned_.name = "(no owner)";
+  small_bins_.assign(size_t(size_class_count()), nullptr);
+}
+
+MemoryPool::~MemoryPool() {
+  // Every allocation holds the runtime, so none is live here: release what is left.
+  for (EvictRecord* r : spilled_) {
+    backend_->host_free(r->host);
+    delete r;
+  }
+  for (PoolSegment* s : segments_) {
+    if (s->small) {
+      for (PoolBlock* b : s->carved) {
+        if (b->event) backend_->release_event(b->event);
+        delete b;
+      }
+    } else {
+      for (PoolBlock* b = s->first; b;) {
+        PoolBlock* next = b->next;
+        if (b->event) backend_->release_event(b->event);
+        delete b;
+        b = next;
+      }
+    }
+    backend_->unmap_segment(reinterpret_cast<void*>(s->base), s->size);
+    delete s;
+  }
+  for (PoolBlock* b : spare_blocks_) delete b;
+}
+
+PoolBlock* MemoryPool::new_block() {
+  if (spare_blocks_.empty()) return new PoolBlock();
+  PoolBlock* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *b = PoolBlock{};
+  return b;
+}
+
+void MemoryPool::delete_block(PoolBlock* b) noexcept {
+  if (b->event) backend_->release_event(b->event);
+  b->event = nullptr;
+  if (spare_blocks_.size() < 4096) {
+    try {
+      spare_blocks_.push_back(b);
+      return;
+    } catch (...) {
+    }
+  }
+  delete b;
+}
+
+void* MemoryPool::address(const PoolBlock* block) { return reinterpret_cast<void*>(block->addr); }
+
+uint64_t MemoryPool::block_size(const PoolBlock* block) { return block->size; }
+
+// ---- usability across streams ---------------------------------------------------------
+
+bool MemoryPool::usable_on(PoolBlock* b, cuda::CUstream stream) {
+  if (b->ready || b->stream == stream) return true;
+  if (backend_->event_complete(b->event)) {
+    backend_->release_event(b->event);
+    b->event = nullptr;
+    b->ready = true;
+    return true;
+  }
+  return false;
+}
+
+// Makes a free block safe to use on `stream`: waits there for its free event when it was
+// freed on another stream and that event has not completed (no host blocking).
+void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
+  if (!usable_on(b, stream)) {
+    backend_->stream_wait_event(stream, b->event);
+    ++stats_.cross_stream_waits;
+  }
+  if (b->event) backend_->release_event(b->event);
+  b->event = nullptr;
+  b->ready = true;
+  b->free = false;
+  b->stream = stream;
+}
+
+// ---- small blocks ----------------------------------------------------------------------
+
+void MemoryPool::bin_push(PoolBlock* b) {
+  PoolBlock*& head = small_bins_[size_t(b->size_class)];
+  b->bin_prev = nullptr;
+  b->bin_next = head;
+  if (head) head->bin_prev = b;
+  head = b;
+}
+
+void MemoryPool::bin_remove(PoolBlock* b) {
+  if (b->bin_prev) {
+    b->bin_prev->bin_next = b->bin_next;
+  } else {
+    small_bins_[size_t(b->size_class)] = b->bin_next;
+  }
+  if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
+  b->bin_prev = b->bin_next = nullptr;
+}
+
+PoolBlock* MemoryPool::try_small(int size_class, cuda::CUstream stream) {
+  // A free block of the class usable on this stream (look at a few, most recent first).
+  PoolBlock* pending = nullptr;
+  int looked = 0;
+  for (PoolBlock* b = small_bins_[size_t(size_class)]; b && looked < 8; b = b->bin_next, ++looked) {
+    if (usable_on(b, stream)) {
+      bin_remove(b);
+      take_for(b, stream);
+      ++b->segment->live;
+      return b;
+    }
+    if (!pending) pending = b;
+  }
+  // Carve from the current small segment.
+  uint64_t size = size_class_size(size_class);
+  PoolSegment* s = small_current_;
+  if (s && s->bump + size <= s->size) {
+    PoolBlock* b = new_block();
+    b->addr = s->base + s->bump;
+    b->size = size;
+    b->segment = s;
+    b->size_class = size_class;
+    b->free = false;
+    b->stream = stream;
+    s->bump += size;
+    ++s->live;
+    s->carved.push_back(b);
+    return b;
+  }
+  // Reuse one freed on another stream, ordered after its free event.
+  if (pending) {
+    bin_remove(pending);
+    take_for(pending, stream);
+    ++pending->segment->live;
+    return pending;
+  }
+  return nullptr;
+}
+
+// ---- large blocks ----------------------------------------------------------------------
+
+PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
+  PoolBlock key;
+  key.size = rounded;
+  key.addr = 0;
+  PoolBlock* chosen = nullptr;
+  PoolBlock* pending = nullptr;
+  int looked = 0;
+  for (auto it = large_free_.lower_bound(&key); it != large_free_.end() && looked < 16;
+       ++it, ++looked) {
+    if (usable_on(*it, stream)) {  // may clear a completed event
+      chosen = *it;
+      break;
+    }
+    if (!pending) pending = *it;
+  }
+  bool usable = chosen != nullptr;
+  if (!chosen) chosen = pending;
+  if (!chosen) return nullptr;
+  large_free_.erase(chosen);
+  if (chosen->size - rounded >= kMinSplitRemainder) {
+    // Split: the remainder stays free, in the same stream state, and keeps the free event.
+    PoolBlock* rest = new_block();
+    rest->addr = chosen->addr + rounded;
+    rest->size = chosen->size - rounded;
+    rest->segment = chosen->segment;
+    rest->prev = chosen;
+    rest->next = chosen->next;
+    if (chosen->next) chosen->next->prev = rest;
+    chosen->next = rest;
+    rest->stream = chosen->stream;
+    rest->ready = chosen->ready;
+    rest->event = chosen->event;
+    rest->free_seq = chosen->free_seq;
+    rest->free = true;
+    chosen->size = rounded;
+    chosen->event = nullptr;
+    if (!usable) {
+      backend_->stream_wait_event(stream, rest->event);
+      ++stats_.cross_stream_waits;
+    }
+    chosen->ready = true;
+    large_free_.insert(rest);
+  }
+  take_for(chosen, stream);
+  return chosen;
+}
+
+// Merges two free neighbours when their stream states allow it; returns the survivor
+// (`low`) or nullptr when they stay apart.
+PoolBlock* MemoryPool::merge(PoolBlock* low, PoolBlock* high) {
+  if (!low || !high || !low->free || !high->free) return nullptr;
+  if (!low->ready && !high->ready && low->stream != high->stream) return nullptr;
+  // Ready + pending: the merged block is pending on the pending one's stream. Two pending on
+  // one stream: the later event covers the earlier (stream order).
+  PoolBlock* keep_state = low->ready ? high : high->ready ? low
+                                      : (low->free_seq > high->free_seq ? low : high);
+  PoolBlock* drop_state = keep_state == low ? high : low;
+  if (drop_state->event) backend_->release_event(drop_state->event);
+  drop_state->event = nullptr;
+  void* event = keep_state->event;
+  cuda::CUstream stream = keep_state->stream;
+  bool ready = keep_state->ready;
+  uint64_t seq = keep_state->free_seq;
+  keep_state->event = nullptr;
+  large_free_.erase(low);
+  large_free_.erase(high);
+  low->size += high->size;
+  low->next = high->next;
+  if (high->next) high->next->prev = low;
+  low->event = event;
+  low->stream = stream;
+  low->ready = ready;
+  low->free_seq = seq;
+  delete_block(high);
+  return low;
+}
+
+// ---- growth and release ----------------------------------------------------------------
+
+bool MemoryPool::grow(uint64_t rounded, bool exact) {
+  bool small = rounded <= kSmallLimit;
+  uint64_t size = small ? kSmallSegmentSize
+                        : (!exact && rounded < kLargeSegmentMin / 2 ? kLargeSegmentMin
+                                                                    : round_up(rounded, kSegmentRounding));
+  void* base = backend_->map_segment(size);
+  if (!base) return false;
+  auto* s = new PoolSegment();
+  s->base = reinterpret_cast<uintptr_t>(base);
+  s->size = size;
+  s->small = small;
+  segments_.push_back(s);
+  stats_.bytes_reserved += size;
+  stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
+  ++stats_.segment_count;
+  if (small) {
+    small_current_ = s;
+  } else {
+    PoolBlock* b = new_block();
+    b->addr = s->base;
+    b->size = size;
+    b->segment = s;
+    s->first = b;
+    large_free_.insert(b);
+  }
+  return true;
+}
+
+void MemoryPool::release_segment(PoolSegment* s) noexcept {
+  if (s->small) {
+    for (PoolBlock* b : s->carved) {
+      bin_remove(b);
+      if (b->event) backend_->synchronize_event(b->event);
+      delete_block(b);
+    }
+    if (small_current_ == s) small_current_ = nullptr;
+  } else {
+    PoolBlock* b = s->first;
+    large_free_.erase(b);
+    if (b->event) backend_->synchronize_event(b->event);
+    delete_block(b);
+  }
+  backend_->unmap_segment(reinterpret_cast<void*>(s->base), s->size);
+  stats_.bytes_reserved -= s->size;
+  --stats_.segment_count;
+  ++stats_.segment_releases;
+  segments_.erase(std::find(segments_.begin(), segments_.end(), s));
+  delete s;
+}
+
+uint64_t MemoryPool::release_free_segments() noexcept {
+  uint64_t released = 0;
+  std::vector<PoolSegment*> idle;
+  for (PoolSegment* s : segments_) {
+    bool free = s->small ? s->live == 0 : (s->first->free && !s->first->next);
+    if (free) idle.push_back(s);
+  }
+  for (PoolSegment* s : idle) {
+    released += s->size;
+    release_segment(s);
+  }
+  return released;
+}
+
+// ---- accounting ------------------------------------------------------------------------
+
+void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
+  b->owner = owner;
+  b->requested = requested;
+  owner->in_use += b->size;
+  owner->peak = std::max(owner->peak, owner->in_use);
+  stats_.bytes_in_use += b->size;
+  stats_.bytes_requested += requested;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+}
+
+void MemoryPool::uncharge(PoolBlock* b) noexcept {
+  b->owner->in_use -= b->size;
+  stats_.bytes_in_use -= b->size;
+  stats_.bytes_requested -= b->requested;
+  b->owner = nullptr;
+}
+
+std::string MemoryPool::holders_text() {
+  std::vector<const MemoryOwner*> all{&unowned_};
+  for (auto& o : owners_) all.push_back(o.get());
+  std::sort(all.begin(), all.end(),
+            [](const MemoryOwner* a, const MemoryOwner* b) { return a->in_use > b->in_use; });
+  std::string t;
+  int shown = 0;
+  for (const MemoryOwner* o : all) {
+    if (o->in_use == 0 || shown == 5) continue;
+    t += (shown++ ? ", '" : "'") + o->name + "' " + human(o->in_use);
+    if (o->quota) t += " (quota " + human(o->quota) + ")";
+  }
+  return shown ? t : "none";
+}
+
+void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
+                          const std::string& limit, const EvictionReport& report) {
+  ++stats_.failure_count;
+  ++owner->failure_count;
+  std::string message =
+      label_ + ": cannot allocate " + std::to_string(bytes) + " bytes (" + human(rounded) +
+      " in the pool) for owner '" + owner->name + "': " + limit + "; device total " +
+      human(backend_->total_memory()) + ", free " + human(backend_->free_memory()) +
+      "; pool reserved " + human(stats_.bytes_reserved) + ", in use " +
+      human(stats_.bytes_in_use) + ", budget " + (budget_ ? human(budget_) : "none") +
+      "; largest holders: " + holders_text() + "; " + report.text();
+  fail(GK_RESOURCE_EXHAUSTED, message);
+}
+
+PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
+                                       MemoryOwner* owner) {
+  if (!owner) owner = &unowned_;
+  uint64_t rounded = pool_rounded_size(bytes);
+  EvictionReport report;
+  if (owner->quota && owner->in_use + rounded > owner->quota) {
+    evict_until([&] { return owner->in_use + rounded <= owner->quota; }, owner, report);
+    if (owner->in_use + rounded > owner->quota) {
+      fail_oom(bytes, rounded, owner,
+               "the quota of owner '" + owner->name + "' is " + human(owner->quota) + " and " +
+                   human(owner->in_use) + " of it is in use",
+               report);
+    }
+  }
+  if (budget_ && stats_.bytes_in_use + rounded > budget_) {
+    evict_until([&] { return stats_.bytes_in_use + rounded <= budget_; }, nullptr, report);
+    if (stats_.bytes_in_use + rounded > budget_) {
+      fail_oom(bytes, rounded, owner,
+               "the device budget is " + human(budget_) + " and " + human(stats_.bytes_in_use) +
+                   " of it is in use",
+               report);
+    }
+  }
+  int size_class = rounded <= kSmallLimit ? size_class_of(rounded) : -1;
+  bool trimmed = false;
+  for (;;) {
+    PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
+    if (b) {
+      charge(b, bytes, owner);
+      return b;
+    }
+    if (grow(rounded, false) || grow(rounded, true)) continue;
+    // Under pressure: give free segments back to the driver, then spill evictable buffers.
+    if (!trimmed) {
+      trimmed = true;
+      if (release_free_segments() > 0) continue;
+    }
+    int before = report.spilled;
+    evict_until([&] { return report.spilled > before; }, nullptr, report);
+    if (report.spilled == before) break;
+    trimmed = false;
+  }
+  fail_oom(bytes, rounded, owner, "the device is out of memory", report);
+}
+
+// ---- eviction --------------------------------------------------------------------------
+
+void MemoryPool::lru_unlink(EvictRecord* r) noexcept {
+  if (r->lru_prev) {
+    r->lru_prev->lru_next = r->lru_next;
+  } else if (lru_head_ == r) {
+    lru_head_ = r->lru_next;
+  }
+  if (r->lru_next) {
+    r->lru_next->lru_prev = r->lru_prev;
+  } else if (lru_tail_ == r) {
+    lru_tail_ = r->lru_prev;
+  }
+  r->lru_prev = r->lru_next = nullptr;
+}
+
+void MemoryPool::lru_push_front(EvictRecord* r) noexcept {
+  r->lru_prev = nullptr;
+  r->lru_next = lru_head_;
+  if (lru_head_) lru_head_->lru_prev = r;
+  lru_head_ = r;
+  if (!lru_tail_) lru_tail_ = r;
+}
+
+template <typename Done>
+void MemoryPool::evict_until(Done done, MemoryOwner* owner, EvictionReport& report) {
+  EvictRecord* r = lru_tail_;
+  while (r && !done()) {
+    EvictRecord* newer = r->lru_prev;
+    if (!owner || r->owner == owner) {
+      ++report.candidates;
+      if (r->pins > 0) {
+        ++report.skipped_pinned;
+      } else {
+        spill(r, report);
+      }
+    }
+    r = newer;
+  }
+}
+
+bool MemoryPool::spill(EvictRecord* r, EvictionReport& report) {
+  PoolBlock* b = r->block;
+  void* host = backend_->host_alloc(std::max<uint64_t>(r->requested, 1));
+  if (!host) {
+    ++report.host_short;
+    return false;
+  }
+  // Ordered after the record's last use; complete on return, so the block is free at once.
+  if (r->requested) backend_->copy_to_host(host, address(b), r->requested, r->stream);
+  lru_unlink(r);
+  uint64_t size = b->size;
+  uncharge(b);
+  b->record = nullptr;
+  free_locked(b, r->stream, true);
+  r->block = nullptr;
+  r->host = host;
+  spilled_.push_back(r);
+  stats_.bytes_spilled += r->requested;
+  ++stats_.spill_count;
+  ++report.spilled;
+  report.spilled_bytes += size;
+  return true;
+}
+
+void MemoryPool::restore(EvictRecord* r, cuda::CUstream stream) {
+  PoolBlock* b = allocate_locked(r->requested, stream, r->owner);
+  b->record = r;
+  if (r->requested) backend_->copy_to_device(address(b), r->host, r->requested, stream);
+  backend_->host_free(r->host);
+  r->host = nullptr;
+  r->block = b;
+  spilled_.erase(std::find(spilled_.begin(), spilled_.end(), r));
+  stats_.bytes_spilled -= r->requested;
+  ++stats_.restore_count;
+  lru_push_front(r);
+}
+
+// ---- public entry points ---------------------------------------------------------------
+
+PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PoolBlock* b = allocate_locked(bytes, stream, owner);
+  ++stats_.alloc_count;
+  ++b->owner->alloc_count;
+  return b;
+}
+
+void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) noexcept {
+  b->free = true;
+  b->stream = stream;
+  b->free_seq = ++free_seq_;
+  b->event = ready ? nullptr : backend_->record_event(stream);
+  b->ready = !b->event;
+  if (b->size_class >= 0) {
+    --b->segment->live;
+    bin_push(b);
+    return;
+  }
+  PoolBlock* merged = b;
+  if (PoolBlock* m = merge(b->prev, merged)) merged = m;
+  if (PoolBlock* m = merge(merged, merged->next)) merged = m;
+  large_free_.insert(merged);
+  if (!merged->prev) merged->segment->first = merged;
+}
+
+void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
+  if (!b) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.free_count;
+  uncharge(b);
+  free_locked(b, stream, false);
+}
+
+EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream stream,
+                                            MemoryOwner* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto r = std::make_unique<EvictRecord>();
+  PoolBlock* b = allocate_locked(bytes, stream, owner);
+  ++stats_.alloc_count;
+  ++b->owner->alloc_count;
+  r->block = b;
+  r->requested = bytes;
+  r->owner = b->owner;
+  r->stream = stream;
+  r->id = next_record_id_++;
+  b->record = r.get();
+  lru_push_front(r.get());
+  return r.release();
+}
+
+void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
+  if (!r) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.free_count;
+  if (r->block) {
+    lru_unlink(r);
+    r->block->record = nullptr;
+    uncharge(r->block);
+    free_locked(r->block, stream, false);
+  } else {
+    backend_->host_free(r->host);
+    spilled_.erase(std::find(spilled_.begin(), spilled_.end(), r));
+    stats_.bytes_spilled -= r->requested;
+  }
+  delete r;
+}
+
+void* MemoryPool::locate(EvictRecord* r, cuda::CUstream stream, bool pin) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!r->block) {
+    restore(r, stream);
+  } else if (lru_head_ != r) {
+    lru_unlink(r);
+    lru_push_front(r);
+  }
+  r->stream = stream;
+  if (pin) ++r->pins;
+  return address(r->block);
+}
+
+void MemoryPool::unpin(EvictRecord* r) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (r->pins > 0) --r->pins;
+}
+
+bool MemoryPool::is_spilled(const EvictRecord* r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return r->block == nullptr;
+}
+
+void* MemoryPool::allocate_raw(uint64_t bytes, cuda::CUstream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PoolBlock* b = allocate_locked(bytes, stream, nullptr);
+  try {
+    raw_live_.emplace(b->addr, b);
+  } catch (...) {
+    uncharge(b);
+    free_locked(b, stream, true);
+    throw;
+  }
+  b->raw = true;
+  ++stats_.alloc_count;
+  ++b->owner->alloc_count;
+  return address(b);
+}
+
+void MemoryPool::free_raw(void* ptr, cuda::CUstream stream, const char* function) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = raw_live_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == raw_live_.end()) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": " + hex(reinterpret_cast<uintptr_t>(ptr)) +
+                                  " is not a live allocation of the " + label_ +
+                                  " pool (a foreign pointer, or freed already)");
+  }
+  PoolBlock* b = it->second;
+  raw_live_.erase(it);
+  b->raw = false;
+  ++stats_.free_count;
+  uncharge(b);
+  free_locked(b, stream, false);
+}
+
+MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto o = std::make_unique<MemoryOwner>();
+  o->name = name;
+  o->quota = quota;
+  owners_.push_back(std::move(o));
+  return owners_.back().get();
+}
+
+void MemoryPool::close_owner(MemoryOwner* owner) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  owner->closed = true;
+}
+
+MemoryOwner MemoryPool::owner_usage(const MemoryOwner* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return *owner;
+}
+
+void MemoryPool::set_budget(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_ = bytes;
+}
+
+uint64_t MemoryPool::trim() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return release_free_segments();
+}
+
+PoolStats MemoryPool::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PoolStats s = stats_;
+  s.budget = budget_;
+  s.largest_free_block = large_free_.empty() ? 0 : (*large_free_.rbegin())->size;
+  uint64_t free_bytes = s.bytes_reserved - s.bytes_in_use;
+  if (free_bytes == 0) {
+    s.fragmentation = 0;
+  } else {
+    // Small segments' uncarved tails count as one free run each.
+    for (PoolSegment* seg : segments_) {
+      if (seg->small) s.largest_free_block = std::max(s.largest_free_block, seg->size - seg->bump);
+    }
+    s.fragmentation = 1.0 - double(s.largest_free_block) / double(free_bytes);
+  }
+  return s;
+}
+
+std::string MemoryPool::snapshot_json() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  using nlohmann::json;
+  auto block_json = [&](const PoolBlock* b) {
+    json j{{"address", hex(b->addr)},
+           {"size", b->size},
+           {"stream", hex(reinterpret_cast<uintptr_t>(b->stream))}};
+    if (b->free) {
+      j["state"] = b->ready ? "free" : "free_pending";  // pending: waiting on its free event
+    } else {
+      j["state"] = "allocated";
+      j["requested"] = b->requested;
+      j["owner"] = b->owner->name;
+      j["evictable"] = b->record != nullptr;
+      if (b->record) j["pinned"] = b->record->pins > 0;
+      j["kind"] = b->raw ? "plugin" : "handle";
+    }
+    return j;
+  };
+  json segments = json::array();
+  std::vector<PoolSegment*> ordered = segments_;
+  std::sort(ordered.begin(), ordered.end(),
+            [](const PoolSegment* a, const PoolSegment* b) { return a->base < b->base; });
+  for (const PoolSegment* s : ordered) {
+    json blocks = json::array();
+    if (s->small) {
+      std::vector<PoolBlock*> carved = s->carved;
+      std::sort(carved.begin(), carved.end(),
+                [](const PoolBlock* a, const PoolBlock* b) { return a->addr < b->addr; });
+      for (const PoolBlock* b : carved) blocks.push_back(block_json(b));
+    } else {
+      for (const PoolBlock* b = s->first; b; b = b->next) blocks.push_back(block_json(b));
+    }
+    json j{{"address", hex(s->base)},
+           {"size", s->size},
+           {"kind", s->small ? "small" : "large"},
+           {"blocks", std::move(blocks)}};
+    if (s->small) j["uncarved"] = s->size - s->bump;
+    segments.push_back(std::move(j));
+  }
+  json owners = json::array();
+  auto owner_json = [](const MemoryOwner& o) {
+    return json{{"name", o.name},         {"quota", o.quota},
+                {"in_use", o.in_use},     {"peak", o.peak},
+                {"allocs", o.alloc_count}, {"failures", o.failure_count},
+                {"closed", o.closed}};
+  };
+  owners.push_back(owner_json(unowned_));
+  for (const auto& o : owners_) owners.push_back(owner_json(*o));
+  json spilled = json::array();
+  for (const EvictRecord* r : spilled_) {
+    spilled.push_back(json{{"id", r->id}, {"size", r->requested}, {"owner", r->owner->name}});
+  }
+  json j{{"device", label_},
+         {"bytes_in_use", stats_.bytes_in_use},
+         {"bytes_requested", stats_.bytes_requested},
+         {"bytes_reserved", stats_.bytes_reserved},
+         {"peak_bytes_in_use", stats_.peak_bytes_in_use},
+         {"peak_bytes_reserved", stats_.peak_bytes_reserved},
+         {"budget", budget_},
+         {"bytes_spilled", stats_.bytes_spilled},
+         {"owners", std::move(owners)},
+         {"segments", std::move(segments)},
+         {"spilled", std::move(spilled)}};
+  return j.dump();
+}
+
+}  // namespace gk

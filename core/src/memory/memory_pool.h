@@ -1,0 +1,225 @@
+// A stream-ordered memory pool for one device.
+//
+// Small requests (<= kSmallLimit) are rounded to a size class and served from per-class
+// free lists, carved by bumping through 2 MiB small segments. Larger requests are rounded
+// to 4 KiB and served best-fit from large segments, splitting a block when the remainder is
+// worth keeping and coalescing neighbours on free. Segments come from a PoolBackend (the
+// CUDA driver, or aligned host memory for the cpu device: the same logic serves both, so
+// the accounting and eviction code runs in CI) and go back on trim() or under pressure.
+//
+// Stream order: a block freed on stream S is reusable on S at once. On another stream T it
+// is reused only once the event recorded on S at free time has completed, or after T was
+// made to wait on that event (cuStreamWaitEvent): the host never blocks on the alloc path.
+//
+// Accounting: every block is charged to an owner (a quota in bytes on this device, 0 for
+// none). Evictable allocations (GK_BUFFER_EVICTABLE) are kept in an LRU list; when a
+// request would pass a quota, the device budget or the device's memory, the least recently
+// used evictable allocations that are not pinned (mapped or in use by an op) are copied to
+// host memory and their blocks freed; the next locate() copies them back, possibly at a new
+// address.
+//
+// Thread-safe: one mutex per pool guards everything below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device/cuda_driver.h"
+
+namespace gk {
+
+constexpr uint64_t kPoolAlignment = 256;
+constexpr uint64_t kSmallLimit = uint64_t(1) << 20;         // largest small class
+constexpr uint64_t kSmallSegmentSize = uint64_t(2) << 20;   // small segments
+constexpr uint64_t kLargeRounding = 4096;                   // large requests round to this
+constexpr uint64_t kLargeSegmentMin = uint64_t(20) << 20;   // segment for a request < 10 MiB
+constexpr uint64_t kSegmentRounding = uint64_t(2) << 20;    // larger segments round to this
+constexpr uint64_t kMinSplitRemainder = kSmallLimit;        // keep a split remainder above this
+
+// The size classes: multiples of 256 B up to 4 KiB, then four classes per power of two up
+// to 1 MiB. Returns the class index of `bytes` (<= kSmallLimit) and its size.
+int size_class_of(uint64_t bytes);
+uint64_t size_class_size(int size_class);
+int size_class_count();
+// What a request of `bytes` is rounded to (a class size, or a 4 KiB multiple).
+uint64_t pool_rounded_size(uint64_t bytes);
+
+// What the pool needs from a device. Calls are made with the pool's mutex held.
+class PoolBackend {
+ public:
+  virtual ~PoolBackend() = default;
+  // A new segment of `bytes`, kPoolAlignment aligned, or nullptr when the device is out of
+  // memory. Throws for any other failure.
+  virtual void* map_segment(uint64_t bytes) = 0;
+  virtual void unmap_segment(void* base, uint64_t bytes) noexcept = 0;
+  // An event capturing the work queued on `stream` so far, or nullptr when that work is
+  // already complete (the cpu device runs streams synchronously; a backend that cannot
+  // record waits for the stream instead).
+  virtual void* record_event(cuda::CUstream stream) noexcept = 0;
+  virtual bool event_complete(void* event) = 0;
+  // Makes later work on `stream` wait for `event`, without blocking the host.
+  virtual void stream_wait_event(cuda::CUstream stream, void* event) = 0;
+  virtual void synchronize_event(void* event) noexcept = 0;
+  virtual void release_event(void* event) noexcept = 0;
+  // Spill storage (pinned host memory on CUDA) and the copies in and out of it, complete
+  // on return. host_alloc returns nullptr when host memory is short.
+  virtual void* host_alloc(uint64_t bytes) = 0;
+  virtual void host_free(void* ptr) noexcept = 0;
+  virtual void copy_to_host(void* dst, const void* src, uint64_t bytes,
+                            cuda::CUstream stream) = 0;
+  virtual void copy_to_device(void* dst, const void* src, uint64_t bytes,
+                              cuda::CUstream stream) = 0;
+  virtual uint64_t total_memory() = 0;
+  virtual uint64_t free_memory() = 0;
+};
+
+struct PoolSegment;
+struct PoolBlock;
+
+// Pool-wide counters, as gk_memory_stats reports them.
+struct PoolStats {
+  uint64_t bytes_in_use = 0;      // live blocks, rounded sizes
+  uint64_t bytes_requested = 0;   // live blocks, requested sizes
+  uint64_t bytes_reserved = 0;    // segments held from the backend
+  uint64_t peak_bytes_in_use = 0;
+  uint64_t peak_bytes_reserved = 0;
+  uint64_t alloc_count = 0;
+  uint64_t free_count = 0;
+  uint64_t failure_count = 0;
+  uint64_t segment_count = 0;
+  uint64_t largest_free_block = 0;
+  double fragmentation = 0;       // 1 - largest free block / free bytes in segments
+  uint64_t budget = 0;
+  uint64_t bytes_spilled = 0;     // evictable bytes now in host memory
+  uint64_t spill_count = 0;
+  uint64_t restore_count = 0;
+  uint64_t cross_stream_waits = 0;
+  uint64_t segment_releases = 0;
+};
+
+// An owner's quota and usage on one pool. Lives as long as the pool.
+struct MemoryOwner {
+  std::string name;
+  uint64_t quota = 0;       // 0: none
+  uint64_t in_use = 0;
+  uint64_t peak = 0;
+  uint64_t alloc_count = 0;
+  uint64_t failure_count = 0;
+  bool closed = false;      // its handle was destroyed; blocks still charged stay charged
+};
+
+// The pool-side state of an evictable allocation: resident in `block`, or spilled to
+// `host`. Stable for the allocation's lifetime, unlike the block it occupies.
+struct EvictRecord {
+  PoolBlock* block = nullptr;  // nullptr while spilled
+  void* host = nullptr;        // the spilled copy
+  uint64_t requested = 0;
+  uint64_t id = 0;
+  MemoryOwner* owner = nullptr;
+  cuda::CUstream stream = nullptr;  // the stream of its last use
+  int32_t pins = 0;                 // maps and ops in flight: never evicted while > 0
+  EvictRecord* lru_prev = nullptr;  // towards the most recently used
+  EvictRecord* lru_next = nullptr;
+};
+
+struct EvictionReport;
+
+class MemoryPool {
+ public:
+  MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend);
+  ~MemoryPool();
+  MemoryPool(const MemoryPool&) = delete;
+  MemoryPool& operator=(const MemoryPool&) = delete;
+
+  const std::string& label() const { return label_; }
+
+  // A block of at least `bytes` usable in `stream`'s order, charged to `owner` (nullptr:
+  // the pool's unowned account). Throws RESOURCE_EXHAUSTED naming the request, the device,
+  // the pool, the largest holders by owner and what eviction tried.
+  PoolBlock* allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  // Returns the block in `stream`'s order.
+  void free(PoolBlock* block, cuda::CUstream stream) noexcept;
+  static void* address(const PoolBlock* block);
+  static uint64_t block_size(const PoolBlock* block);
+
+  // An evictable allocation: may be spilled to host memory while not pinned.
+  EvictRecord* allocate_evictable(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  void free(EvictRecord* record, cuda::CUstream stream) noexcept;
+  // The record's device address, restoring it first (in `stream`'s order) when spilled, and
+  // marking it most recently used. `pin` keeps it resident at that address until unpin().
+  void* locate(EvictRecord* record, cuda::CUstream stream, bool pin);
+  void unpin(EvictRecord* record) noexcept;
+  bool is_spilled(const EvictRecord* record);
+
+  // Raw pointers for plugins (host services): checked against the live table, so a
+  // foreign pointer or a second free fails with INVALID_ARGUMENT naming `function`.
+  void* allocate_raw(uint64_t bytes, cuda::CUstream stream);
+  void free_raw(void* ptr, cuda::CUstream stream, const char* function);
+
+  MemoryOwner* create_owner(const std::string& name, uint64_t quota);
+  void close_owner(MemoryOwner* owner) noexcept;
+  MemoryOwner owner_usage(const MemoryOwner* owner);
+
+  // A limit on bytes in use on this device (0: none); passing it evicts, then fails.
+  void set_budget(uint64_t bytes);
+  // Releases every free segment to the backend; returns the bytes released.
+  uint64_t trim();
+  PoolStats stats();
+  std::string snapshot_json();
+
+ private:
+  PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  PoolBlock* try_small(int size_class, cuda::CUstream stream);
+  PoolBlock* try_large(uint64_t rounded, cuda::CUstream stream);
+  bool usable_on(PoolBlock* b, cuda::CUstream stream);
+  void take_for(PoolBlock* b, cuda::CUstream stream);
+  bool grow(uint64_t rounded, bool exact);
+  void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
+  void bin_push(PoolBlock* b);
+  void bin_remove(PoolBlock* b);
+  PoolBlock* merge(PoolBlock* low, PoolBlock* high);
+  uint64_t release_free_segments() noexcept;
+  void release_segment(PoolSegment* segment) noexcept;
+  template <typename Done>
+  void evict_until(Done done, MemoryOwner* owner, EvictionReport& report);
+  bool spill(EvictRecord* record, EvictionReport& report);
+  void restore(EvictRecord* record, cuda::CUstream stream);
+  void lru_unlink(EvictRecord* r) noexcept;
+  void lru_push_front(EvictRecord* r) noexcept;
+  [[noreturn]] void fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
+                             const std::string& limit, const EvictionReport& report);
+  PoolBlock* new_block();
+  void delete_block(PoolBlock* b) noexcept;
+  void charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner);
+  void uncharge(PoolBlock* b) noexcept;
+  std::string holders_text();
+
+  std::string label_;
+  std::unique_ptr<PoolBackend> backend_;
+  std::mutex mutex_;
+  PoolStats stats_;
+  uint64_t budget_ = 0;
+  uint64_t free_seq_ = 0;
+  uint64_t next_record_id_ = 1;
+  std::vector<std::unique_ptr<MemoryOwner>> owners_;
+  MemoryOwner unowned_;
+  std::vector<PoolSegment*> segments_;
+  struct BySize {
+    bool operator()(const PoolBlock* a, const PoolBlock* b) const;
+  };
+  std::set<PoolBlock*, BySize> large_free_;
+  std::vector<PoolBlock*> small_bins_;              // heads of per-class free lists
+  PoolSegment* small_current_ = nullptr;            // the small segment being carved
+  std::unordered_map<uintptr_t, PoolBlock*> raw_live_;
+  std::vector<EvictRecord*> spilled_;               // for the snapshot
+  EvictRecord* lru_head_ = nullptr;                 // most recently used resident record
+  EvictRecord* lru_tail_ = nullptr;
+  std::vector<PoolBlock*> spare_blocks_;            // recycled PoolBlock structs
+};
+
+}  // namespace gk

@@ -1,0 +1,466 @@
+// White-box tests of the memory pool over a fake backend: host memory segments under a
+// capacity, and events the test completes by hand, so stream order is observable in CI.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/error.h"
+#include "memory/memory_pool.h"
+
+namespace gk {
+namespace {
+
+struct FakeEvent {
+  bool done = false;
+};
+
+// Shared with the test after the pool takes the backend.
+struct FakeState {
+  uint64_t capacity = uint64_t(1) << 30;
+  uint64_t mapped = 0;
+  int segments_mapped = 0;
+  int events_live = 0;
+  std::vector<FakeEvent*> events;  // every event recorded and not released
+  std::vector<std::pair<cuda::CUstream, FakeEvent*>> waits;
+  bool synchronous = false;  // events complete at once (like the cpu device)
+  void complete_all() {
+    for (FakeEvent* e : events) e->done = true;
+  }
+};
+
+class FakeBackend final : public PoolBackend {
+ public:
+  explicit FakeBackend(FakeState& s) : s_(s) {}
+  void* map_segment(uint64_t bytes) override {
+    if (s_.mapped + bytes > s_.capacity) return nullptr;
+    s_.mapped += bytes;
+    ++s_.segments_mapped;
+    return std::aligned_alloc(kPoolAlignment, bytes);
+  }
+  void unmap_segment(void* base, uint64_t bytes) noexcept override {
+    s_.mapped -= bytes;
+    --s_.segments_mapped;
+    std::free(base);
+  }
+  void* record_event(cuda::CUstream) noexcept override {
+    if (s_.synchronous) return nullptr;
+    auto* e = new FakeEvent();
+    s_.events.push_back(e);
+    ++s_.events_live;
+    return e;
+  }
+  bool event_complete(void* e) override { return static_cast<FakeEvent*>(e)->done; }
+  void stream_wait_event(cuda::CUstream stream, void* e) override {
+    s_.waits.emplace_back(stream, static_cast<FakeEvent*>(e));
+  }
+  void synchronize_event(void* e) noexcept override { static_cast<FakeEvent*>(e)->done = true; }
+  void release_event(void* e) noexcept override {
+    auto* ev = static_cast<FakeEvent*>(e);
+    s_.events.erase(std::find(s_.events.begin(), s_.events.end(), ev));
+    --s_.events_live;
+    delete ev;
+  }
+  void* host_alloc(uint64_t bytes) override { return std::malloc(bytes); }
+  void host_free(void* p) noexcept override { std::free(p); }
+  void copy_to_host(void* d, const void* src, uint64_t n, cuda::CUstream) override {
+    std::memcpy(d, src, n);
+  }
+  void copy_to_device(void* d, const void* src, uint64_t n, cuda::CUstream) override {
+    std::memcpy(d, src, n);
+  }
+  uint64_t total_memory() override { return s_.capacity; }
+  uint64_t free_memory() override { return s_.capacity - s_.mapped; }
+
+ private:
+  FakeState& s_;
+};
+
+cuda::CUstream stream(uintptr_t n) { return reinterpret_cast<cuda::CUstream>(n); }
+const cuda::CUstream S1 = stream(0x1000);
+const cuda::CUstream S2 = stream(0x2000);
+constexpr uint64_t MiB = uint64_t(1) << 20;
+
+struct PoolFixture : ::testing::Test {
+  FakeState state;
+  std::unique_ptr<MemoryPool> pool =
+      std::make_unique<MemoryPool>("fake:0", std::make_unique<FakeBackend>(state));
+  uintptr_t addr(PoolBlock* b) { return reinterpret_cast<uintptr_t>(MemoryPool::address(b)); }
+  std::string oom_message(uint64_t bytes, MemoryOwner* owner = nullptr) {
+    try {
+      pool->allocate(bytes, S1, owner);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), GK_RESOURCE_EXHAUSTED);
+      return e.message();
+    }
+    ADD_FAILURE() << "allocation of " << bytes << " did not fail";
+    return "";
+  }
+};
+
+TEST(MemoryPoolClasses, size_classes_round_up_and_are_aligned) {
+  EXPECT_EQ(pool_rounded_size(0), 256u);
+  EXPECT_EQ(pool_rounded_size(1), 256u);
+  EXPECT_EQ(pool_rounded_size(257), 512u);
+  EXPECT_EQ(pool_rounded_size(4096), 4096u);
+  EXPECT_EQ(pool_rounded_size(4097), 5120u);
+  EXPECT_EQ(pool_rounded_size(MiB), MiB);
+  EXPECT_EQ(pool_rounded_size(MiB + 1), MiB + 4096);
+  uint64_t previous = 0;
+  for (int c = 0; c < size_class_count(); ++c) {
+    uint64_t size = size_class_size(c);
+    EXPECT_GT(size, previous);
+    EXPECT_EQ(size % kPoolAlignment, 0u) << "class " << c;
+    EXPECT_EQ(size_class_of(size), c);
+    EXPECT_EQ(size_class_of(size - 1 > previous ? size - 1 : size), c);
+    // Waste per class is at most a quarter of the size above 4 KiB.
+    if (previous >= 4096) EXPECT_LE(size - previous, previous / 4 + 1);
+    previous = size;
+  }
+  EXPECT_EQ(previous, kSmallLimit);
+}
+
+TEST_F(PoolFixture, small_block_is_reused_at_once_on_its_own_stream) {
+  PoolBlock* a = pool->allocate(1000, S1, nullptr);
+  uintptr_t where = addr(a);
+  EXPECT_EQ(where % kPoolAlignment, 0u);
+  pool->free(a, S1);
+  PoolBlock* b = pool->allocate(900, S1, nullptr);  // same class
+  EXPECT_EQ(addr(b), where);
+  EXPECT_TRUE(state.waits.empty());
+  pool->free(b, S1);
+}
+
+TEST_F(PoolFixture, small_block_freed_on_another_stream_waits_for_its_event) {
+  PoolBlock* a = pool->allocate(1000, S1, nullptr);
+  uintptr_t where = addr(a);
+  pool->free(a, S1);
+  PoolBlock* b = pool->allocate(1000, S2, nullptr);
+  EXPECT_NE(addr(b), where) << "the free event on S1 has not completed";
+  state.complete_all();
+  PoolBlock* c = pool->allocate(1000, S2, nullptr);
+  EXPECT_EQ(addr(c), where) << "reusable on S2 once the event completed";
+  EXPECT_TRUE(state.waits.empty()) << "no stream wait needed for a completed event";
+  pool->free(b, S2);
+  pool->free(c, S2);
+}
+
+TEST_F(PoolFixture, large_block_on_another_stream_is_ordered_by_a_stream_wait_not_the_host) {
+  state.capacity = 40 * MiB;
+  PoolBlock* a = pool->allocate(30 * MiB, S1, nullptr);
+  uintptr_t where = addr(a);
+  pool->free(a, S1);
+  ASSERT_EQ(state.events.size(), 1u);
+  FakeEvent* event = state.events[0];
+  PoolBlock* b = pool->allocate(30 * MiB, S2, nullptr);  // no room to grow: reuse, ordered
+  EXPECT_EQ(addr(b), where);
+  ASSERT_EQ(state.waits.size(), 1u);
+  EXPECT_EQ(state.waits[0].first, S2);
+  EXPECT_EQ(state.waits[0].second, event);
+  EXPECT_EQ(pool->stats().cross_stream_waits, 1u);
+  pool->free(b, S2);
+}
+
+TEST_F(PoolFixture, large_blocks_split_and_coalesce) {
+  state.synchronous = true;
+  PoolBlock* a = pool->allocate(3 * MiB, S1, nullptr);
+  PoolBlock* b = pool->allocate(3 * MiB, S1, nullptr);
+  PoolBlock* c = pool->allocate(3 * MiB, S1, nullptr);
+  EXPECT_EQ(addr(b), addr(a) + 3 * MiB) << "split from one segment";
+  EXPECT_EQ(addr(c), addr(b) + 3 * MiB);
+  PoolStats s = pool->stats();
+  EXPECT_EQ(s.segment_count, 1u);
+  EXPECT_EQ(s.bytes_reserved, kLargeSegmentMin);
+  EXPECT_EQ(s.bytes_in_use, 9 * MiB);
+  EXPECT_EQ(s.largest_free_block, kLargeSegmentMin - 9 * MiB);
+  pool->free(b, S1);
+  pool->free(a, S1);  // merges with b
+  s = pool->stats();
+  EXPECT_EQ(s.largest_free_block, kLargeSegmentMin - 9 * MiB) << "11 MiB tail still largest";
+  PoolBlock* d = pool->allocate(6 * MiB, S1, nullptr);
+  EXPECT_EQ(addr(d), addr(c) - 6 * MiB) << "a+b coalesced into one 6 MiB block, best fit";
+  pool->free(d, S1);
+  pool->free(c, S1);  // everything merges back into the segment
+  s = pool->stats();
+  EXPECT_EQ(s.largest_free_block, kLargeSegmentMin);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 0.0);
+  EXPECT_EQ(pool->trim(), kLargeSegmentMin);
+  EXPECT_EQ(pool->stats().bytes_reserved, 0u);
+  EXPECT_EQ(state.segments_mapped, 0);
+}
+
+TEST_F(PoolFixture, fragmentation_is_reported) {
+  state.synchronous = true;
+  std::vector<PoolBlock*> blocks;
+  for (int i = 0; i < 6; ++i) blocks.push_back(pool->allocate(3 * MiB, S1, nullptr));
+  // 20 MiB segment: six 3 MiB blocks leave 2 MiB; free every other one.
+  for (int i = 0; i < 6; i += 2) pool->free(blocks[size_t(i)], S1);
+  PoolStats s = pool->stats();
+  EXPECT_EQ(s.bytes_reserved - s.bytes_in_use, 11 * MiB);
+  EXPECT_EQ(s.largest_free_block, 3 * MiB);
+  EXPECT_NEAR(s.fragmentation, 1.0 - 3.0 / 11.0, 1e-9);
+  for (int i = 1; i < 6; i += 2) pool->free(blocks[size_t(i)], S1);
+}
+
+TEST_F(PoolFixture, free_segments_are_released_under_pressure_before_failing) {
+  state.synchronous = true;
+  state.capacity = 64 * MiB;
+  PoolBlock* a = pool->allocate(40 * MiB, S1, nullptr);
+  pool->free(a, S1);
+  PoolBlock* b = pool->allocate(50 * MiB, S1, nullptr);  // needs the 40 MiB back first
+  EXPECT_EQ(pool->stats().segment_releases, 1u);
+  EXPECT_EQ(pool->stats().bytes_reserved, 50 * MiB);
+  pool->free(b, S1);
+}
+
+TEST_F(PoolFixture, out_of_memory_names_request_device_pool_holders_and_eviction) {
+  state.synchronous = true;
+  state.capacity = 24 * MiB;
+  MemoryOwner* model = pool->create_owner("model-weights", 0);
+  PoolBlock* a = pool->allocate(20 * MiB, S1, model);
+  std::string m = oom_message(16 * MiB);
+  EXPECT_NE(m.find("fake:0: cannot allocate 16777216 bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("device total 24.0 MiB, free 4.0 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("pool reserved 20.0 MiB, in use 20.0 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("largest holders: 'model-weights' 20.0 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("eviction: no evictable buffer"), std::string::npos) << m;
+  EXPECT_EQ(pool->stats().failure_count, 1u);
+  pool->free(a, S1);
+}
+
+TEST_F(PoolFixture, quota_is_enforced_per_owner) {
+  state.synchronous = true;
+  MemoryOwner* job = pool->create_owner("job-a", MiB);
+  MemoryOwner* other = pool->create_owner("job-b", 0);
+  PoolBlock* a = pool->allocate(512 * 1024, S1, job);
+  PoolBlock* b = pool->allocate(512 * 1024, S1, job);
+  std::string m = oom_message(1000, job);
+  EXPECT_NE(m.find("the quota of owner 'job-a' is 1.0 MiB and 1.0 MiB of it is in use"),
+            std::string::npos)
+      << m;
+  PoolBlock* c = pool->allocate(2 * MiB, S1, other);  // another owner is not limited
+  EXPECT_EQ(pool->owner_usage(job).in_use, MiB);
+  EXPECT_EQ(pool->owner_usage(job).failure_count, 1u);
+  pool->free(a, S1);
+  PoolBlock* d = pool->allocate(1000, S1, job);
+  EXPECT_EQ(pool->owner_usage(job).peak, MiB);
+  for (PoolBlock* x : {b, c, d}) pool->free(x, S1);
+  EXPECT_EQ(pool->owner_usage(job).in_use, 0u);
+}
+
+void fill(void* p, uint64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto* bytes = static_cast<uint8_t*>(p);
+  for (uint64_t i = 0; i < n; ++i) bytes[i] = uint8_t(rng());
+}
+
+bool check(const void* p, uint64_t n, uint32_t seed) {
+  std::vector<uint8_t> expect(n);
+  fill(expect.data(), n, seed);
+  return std::memcmp(p, expect.data(), n) == 0;
+}
+
+TEST_F(PoolFixture, lru_spill_evicts_least_recently_used_unpinned_first_and_restores_bit_exact) {
+  state.synchronous = true;
+  const uint64_t size = 2 * MiB + 12345;  // not a multiple of anything
+  EvictRecord* a = pool->allocate_evictable(size, S1, nullptr);
+  EvictRecord* b = pool->allocate_evictable(size, S1, nullptr);
+  EvictRecord* c = pool->allocate_evictable(size, S1, nullptr);
+  fill(pool->locate(a, S1, false), size, 1);
+  fill(pool->locate(b, S1, false), size, 2);
+  fill(pool->locate(c, S1, false), size, 3);
+  pool->locate(a, S1, false);       // a is now the most recently used: b, c, a
+  void* pinned_c = pool->locate(c, S1, true);  // c is pinned (as if mapped)
+  uint64_t in_use = pool->stats().bytes_in_use;
+  pool->set_budget(in_use + MiB);   // room for 1 MiB more
+  PoolBlock* d = pool->allocate(2 * MiB, S1, nullptr);  // must spill exactly one: b
+  EXPECT_TRUE(pool->is_spilled(b));
+  EXPECT_FALSE(pool->is_spilled(a));
+  EXPECT_FALSE(pool->is_spilled(c));
+  PoolStats s = pool->stats();
+  EXPECT_EQ(s.spill_count, 1u);
+  EXPECT_EQ(s.bytes_spilled, size);
+  pool->free(d, S1);
+  // b comes back on its next use, bit-exact, wherever it lands.
+  void* pb = pool->locate(b, S1, false);
+  EXPECT_TRUE(check(pb, size, 2));
+  EXPECT_EQ(pool->stats().restore_count, 1u);
+  // Most recent first: b, c (pinned), a. A budget just under the use spills a, the LRU one.
+  pool->set_budget(pool->stats().bytes_in_use - 1);
+  PoolBlock* e = nullptr;
+  try {
+    e = pool->allocate(256, S1, nullptr);
+  } catch (const Error&) {
+  }
+  EXPECT_TRUE(pool->is_spilled(a));
+  EXPECT_FALSE(pool->is_spilled(c)) << "a pinned allocation is never spilled";
+  EXPECT_EQ(pool->locate(c, S1, false), pinned_c);
+  EXPECT_TRUE(check(pinned_c, size, 3));
+  pool->set_budget(0);
+  if (e) pool->free(e, S1);
+  EXPECT_TRUE(check(pool->locate(a, S1, false), size, 1));
+  EXPECT_TRUE(check(pool->locate(b, S1, false), size, 2));
+  pool->unpin(c);
+  pool->free(a, S1);
+  pool->free(b, S1);
+  pool->free(c, S1);
+  EXPECT_EQ(pool->stats().bytes_in_use, 0u);
+  EXPECT_EQ(pool->stats().bytes_spilled, 0u);
+}
+
+TEST_F(PoolFixture, quota_spills_only_the_owners_evictable_buffers) {
+  state.synchronous = true;
+  MemoryOwner* job = pool->create_owner("job", 4 * MiB);
+  EvictRecord* other = pool->allocate_evictable(2 * MiB, S1, nullptr);
+  EvictRecord* mine = pool->allocate_evictable(2 * MiB, S1, job);
+  fill(pool->locate(mine, S1, false), 2 * MiB, 7);
+  pool->locate(other, S1, false);  // `mine` is older: but `other` must still not be touched
+  PoolBlock* more = pool->allocate(3 * MiB, S1, job);
+  EXPECT_TRUE(pool->is_spilled(mine));
+  EXPECT_FALSE(pool->is_spilled(other));
+  // Restoring `mine` would pass the quota again and there is nothing left of job's to spill.
+  std::string m;
+  try {
+    pool->locate(mine, S1, false);
+  } catch (const Error& e) {
+    m = e.message();
+  }
+  EXPECT_NE(m.find("quota of owner 'job'"), std::string::npos) << m;
+  pool->free(more, S1);
+  EXPECT_TRUE(check(pool->locate(mine, S1, false), 2 * MiB, 7));
+  pool->free(mine, S1);
+  pool->free(other, S1);
+}
+
+TEST_F(PoolFixture, device_pressure_spills_evictable_buffers) {
+  state.synchronous = true;
+  state.capacity = 48 * MiB;
+  EvictRecord* a = pool->allocate_evictable(20 * MiB, S1, nullptr);
+  fill(pool->locate(a, S1, false), 20 * MiB, 9);
+  PoolBlock* b = pool->allocate(40 * MiB, S1, nullptr);  // only fits once a is gone
+  EXPECT_TRUE(pool->is_spilled(a));
+  std::string m = oom_message(40 * MiB);
+  EXPECT_NE(m.find("eviction:"), std::string::npos) << m;
+  pool->free(b, S1);
+  EXPECT_TRUE(check(pool->locate(a, S1, false), 20 * MiB, 9));
+  pool->free(a, S1);
+}
+
+TEST_F(PoolFixture, raw_pointers_reject_foreign_pointers_and_double_free) {
+  void* p = pool->allocate_raw(4096, S1);
+  int x = 0;
+  try {
+    pool->free_raw(&x, S1, "host.free");
+    ADD_FAILURE() << "foreign pointer accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), GK_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("not a live allocation of the fake:0 pool"), std::string::npos)
+        << e.message();
+  }
+  pool->free_raw(p, S1, "host.free");
+  EXPECT_THROW(pool->free_raw(p, S1, "host.free"), Error) << "second free";
+  EXPECT_EQ(pool->stats().bytes_in_use, 0u);
+}
+
+TEST_F(PoolFixture, snapshot_lists_segments_blocks_owners_and_spilled) {
+  state.synchronous = true;
+  MemoryOwner* o = pool->create_owner("kv-cache", 0);
+  PoolBlock* small = pool->allocate(300, S1, o);
+  PoolBlock* large = pool->allocate(5 * MiB, S2, nullptr);
+  EvictRecord* ev = pool->allocate_evictable(3 * MiB, S1, o);
+  pool->set_budget(pool->stats().bytes_in_use);
+  PoolBlock* x = pool->allocate(3 * MiB, S1, nullptr);  // spills ev
+  auto j = nlohmann::json::parse(pool->snapshot_json());
+  EXPECT_EQ(j["device"], "fake:0");
+  ASSERT_EQ(j["segments"].size(), 2u);
+  int allocated = 0;
+  bool saw_small = false, saw_owner = false;
+  for (const auto& seg : j["segments"]) {
+    saw_small |= seg["kind"] == "small";
+    for (const auto& b : seg["blocks"]) {
+      if (b["state"] == "allocated") {
+        ++allocated;
+        saw_owner |= b["owner"] == "kv-cache";
+      }
+    }
+  }
+  EXPECT_EQ(allocated, 3);
+  EXPECT_TRUE(saw_small);
+  EXPECT_TRUE(saw_owner);
+  ASSERT_EQ(j["spilled"].size(), 1u);
+  EXPECT_EQ(j["spilled"][0]["owner"], "kv-cache");
+  EXPECT_EQ(j["spilled"][0]["size"], 3 * MiB);
+  bool found = false;
+  for (const auto& ow : j["owners"]) found |= ow["name"] == "kv-cache" && ow["in_use"] == 512;
+  EXPECT_TRUE(found) << j["owners"].dump();
+  pool->set_budget(0);
+  pool->free(small, S1);
+  pool->free(large, S2);
+  pool->free(x, S1);
+  pool->free(ev, S1);
+}
+
+// Threads × streams × alloc/free: no two live blocks overlap, accounting returns to zero.
+TEST_F(PoolFixture, storm_of_threads_and_streams_keeps_blocks_disjoint) {
+  std::mutex live_mutex;
+  std::map<uintptr_t, uint64_t> live;
+  std::atomic<bool> overlap{false};
+  auto worker = [&](int t) {
+    std::mt19937 rng(uint32_t(t) * 7919u);
+    std::vector<std::pair<PoolBlock*, cuda::CUstream>> mine;
+    for (int i = 0; i < 3000; ++i) {
+      cuda::CUstream s = stream(0x1000 * uintptr_t(1 + rng() % 3));
+      if (mine.size() < 16 && (rng() % 2 || mine.empty())) {
+        uint64_t size = rng() % 8 == 0 ? (1 + rng() % 12) * MiB : 1 + rng() % 65536;
+        PoolBlock* b = pool->allocate(size, s, nullptr);
+        uintptr_t a = addr(b);
+        {
+          std::lock_guard<std::mutex> lock(live_mutex);
+          auto next = live.lower_bound(a);
+          if (next != live.end() && next->first < a + size) overlap = true;
+          if (next != live.begin() && std::prev(next)->first + std::prev(next)->second > a) {
+            overlap = true;
+          }
+          live[a] = size;
+        }
+        std::memset(MemoryPool::address(b), t, size_t(std::min<uint64_t>(size, 256)));
+        mine.emplace_back(b, s);
+      } else {
+        size_t k = rng() % mine.size();
+        PoolBlock* b = mine[k].first;
+        {
+          std::lock_guard<std::mutex> lock(live_mutex);
+          live.erase(addr(b));
+        }
+        pool->free(b, rng() % 4 ? mine[k].second : s);
+        mine.erase(mine.begin() + long(k));
+      }
+    }
+    for (auto& [b, s] : mine) {
+      {
+        std::lock_guard<std::mutex> lock(live_mutex);
+        live.erase(addr(b));
+      }
+      pool->free(b, s);
+    }
+  };
+  state.synchronous = true;  // the fake's events are not thread-safe; stream keys still vary
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(overlap.load());
+  PoolStats s = pool->stats();
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.alloc_count, s.free_count);
+  pool->trim();
+  EXPECT_EQ(pool->stats().bytes_reserved, 0u);
+}
+
+}  // namespace
+}  // namespace gk
