@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
 #pragma unroll
             for (int k = 0; k < kV; ++k) a[u].v[k] = s;
           } else {
-            a[u] = *reinterpret_cast<const VIn*>(in0 + b_in0 + col);
+            a[u] = load_bits<VIn>(in0 + b_in0 + col);
           }
           if constexpr (Fn::kInputs > 1) {
             if (p.inner_stride[2] == 0) {
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
 #pragma unroll
               for (int k = 0; k < kV; ++k) b[u].v[k] = s;
             } else {
-              b[u] = *reinterpret_cast<const VIn*>(in1 + b_in1 + col);
+              b[u] = load_bits<VIn>(in1 + b_in1 + col);
             }
           }
         }
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
           VOut r;
 #pragma unroll
           for (int k = 0; k < kV; ++k) r.v[k] = fn(a[u].v[k], Fn::kInputs > 1 ? b[u].v[k] : In{});
-          *reinterpret_cast<VOut*>(out + b_out + col) = r;
+          store_bits(out + b_out + col, r);
         }
       }
     } else {
