@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Everything the GPU machine is for, in one call: build GPUkit with its CUDA plugins, run
+# the GPU suites (and compute-sanitizer on them), run every side-by-side benchmark, and
+# print a short table last. Results land in $OUT (the device tool's folder) and in
+# build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
+#
+#   perf/run_gpu.sh [build|test|bench|all]     (default: all)
+#
+# Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
+# .deps/ (see perf/README.md) and are unpacked into a private prefix, never into /.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STAGE=${1:-all}
+OUT=${OUT:-$PWD/build-gpu/out}
+mkdir -p "$OUT"
+BUILD=build-gpu
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# ---- private prefix for carried packages -------------------------------------------
+DEPS=/tmp/gpukit-deps
+if compgen -G ".deps/*.deb" > /dev/null && [ ! -d "$DEPS" ]; then
+  mkdir -p "$DEPS"
+  for deb in .deps/*.deb; do
+    # Keep the image's own gfortran runtime when it has one.
+    case "$deb" in *libgfortran5*) ldconfig -p | grep -q libgfortran.so.5 && continue;; esac
+    dpkg -x "$deb" "$DEPS"
+  done
+  find "$DEPS" -name '*.pc' -exec sed -i "s#=/usr#=$DEPS/usr#g" {} +
+fi
+if [ -d "$DEPS" ]; then
+  export CMAKE_PREFIX_PATH="$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig:$DEPS/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu/openblas-pthread:$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+# ---- carried Python wheels (cffi) ------------------------------------------------------
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/gpukit-site .whl/*.whl && export PYTHONPATH=/tmp/gpukit-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+note "device: ${device:-none}; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
+
+if [[ $STAGE == build || $STAGE == all ]]; then
+  t0=$SECONDS
+  cmake -G Ninja -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release -DGPUKIT_CUDA=ON \
+    -DGPUKIT_CUDA_ARCHITECTURES="80-real;90a-real" > "$OUT/configure.log" 2>&1 \
+    || { tail -30 "$OUT/configure.log"; note "configure FAILED"; exit 1; }
+  cmake --build $BUILD -j "$(nproc)" > "$OUT/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; note "build FAILED"; exit 1; }
+  note "build: ok in $((SECONDS - t0)) s"
+  $BUILD/bin/gpukit info > "$OUT/gpukit_info.txt" 2>&1; cat "$OUT/gpukit_info.txt"
+fi
+
+if [[ $STAGE == test || $STAGE == all ]]; then
+  ctest --test-dir $BUILD -L 'gpu|core|plugins|c_abi|loader' --output-on-failure -j 4 \
+    > "$OUT/ctest.log" 2>&1
+  note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
+  $BUILD/bin/gpu_tests > "$OUT/gpu_tests.log" 2>&1
+  grep -E "^(device|plugin|conformance|10 device)" "$OUT/gpu_tests.log" | tee -a "$SUMMARY"
+  note "gpu_tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  if command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/bin/gpu_tests \
+      --gtest_filter='GpuDevice.*' > "$OUT/memcheck.log" 2>&1
+    note "compute-sanitizer memcheck (GpuDevice.*): exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/memcheck.log") clean summaries)"
+  fi
+  if [ -d tests/python ]; then
+    GPUKIT_BUILD_DIR=$PWD/$BUILD python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
+    note "pytest: $(tail -1 "$OUT/pytest.log")"
+  fi
+fi
+
+if [[ $STAGE == bench || $STAGE == all ]]; then
+  for bench in perf/*/run_bench.sh; do
+    [ -x "$bench" ] || continue
+    name=$(basename "$(dirname "$bench")")
+    BUILD_DIR=$PWD/$BUILD OUT="$OUT" "$bench" > "$OUT/bench_$name.log" 2>&1
+    note "bench $name: exit $?"
+    [ -f "$OUT/bench_$name.md" ] && cat "$OUT/bench_$name.md"
+  done
+fi
+
+echo
+echo "==== summary ===="
+cat "$SUMMARY"
