@@ -127,7 +127,7 @@ def test_refusals():
     with pytest.raises(BufferError, match="kDLROCM"):
         gpukit.from_dlpack(_Holder(None, device=(10, 0)))
     with pytest.raises((BufferError, ValueError), match="cuda"):
-        gpukit.from_dlpack(_Holder(None, device=(2, 0)))  # no CUDA device here
+        gpukit.from_dlpack(_Holder(None, device=(2, 7)))  # no CUDA device 7 here
     with pytest.raises(BufferError, match="copy=False"):
         g.__dlpack__(max_version=(1, 0), dl_device=(2, 0), copy=False)
     with pytest.raises(gpukit.InvalidArgument, match=r"complex \(code 5, bits 64, lanes 1\)"):

@@ -94,9 +94,10 @@ def test_stream_hand_off_waits_for_the_producer():
             out = out @ a
             out = out / out.abs().max()
         out.fill_(7.0)
-    # torch exports with our stream (1, legacy default) → it makes that stream wait on side.
-    t0 = time.perf_counter()
-    g = gpukit.from_dlpack(out)
+        # torch syncs its *current* stream (side) into ours: from_dlpack passes stream=1,
+        # the legacy default stream GPUkit runs on, so our stream waits for the chain.
+        t0 = time.perf_counter()
+        g = gpukit.from_dlpack(out)
     host = g.to_numpy()  # runs on our default stream, after the hand-off
     assert (host == 7.0).all()
     # And our export into a consumer's side stream: torch's side stream waits for our work.

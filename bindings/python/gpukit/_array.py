@@ -68,6 +68,19 @@ _ITEMSIZE = {1: 4, 2: 8, 3: 2, 4: 2, 5: 1, 6: 2, 7: 4, 8: 8, 9: 1, 10: 1}
 _SUPPORTED_TEXT = ("float32, float64, float16, bfloat16 (with ml_dtypes), int8, int16, "
                    "int32, int64, uint8, bool")
 _RELEASE_TENSOR = ffi.cast("gk_release_fn", lib.gk_tensor_release)
+_T_CHAR = ffi.typeof("char[]")
+_T_DLMANAGEDTENSOR = ffi.typeof("DLManagedTensor**")
+_T_DLMANAGEDTENSORVERSIONED = ffi.typeof("DLManagedTensorVersioned**")
+_T_GK_ATTR = ffi.typeof("gk_attr[]")
+_T_GK_EVENT = ffi.typeof("gk_event**")
+_T_GK_OP_ARGS = ffi.typeof("gk_op_args*")
+_T_GK_STREAM = ffi.typeof("gk_stream**")
+_T_GK_TENSOR = ffi.typeof("gk_tensor**")
+_T_GK_TENSOR_ARRAY = ffi.typeof("gk_tensor*[]")
+_T_GK_TENSOR_DESC = ffi.typeof("gk_tensor_desc*")
+_T_INT64_T = ffi.typeof("int64_t[]")
+_SZ_GK_OP_ARGS = ffi.sizeof("gk_op_args")
+_SZ_GK_TENSOR_DESC = ffi.sizeof("gk_tensor_desc")
 
 
 def _gk_dtype(dtype) -> int:
@@ -109,8 +122,8 @@ def _desc_for(gk_dtype: int, shape, strides=None, flags: int = 0):
     if len(shape) > lib.GK_MAX_DIMS:
         raise ValueError(f"{len(shape)} dimensions; GPUkit tensors have at most "
                          f"{lib.GK_MAX_DIMS}")
-    d = ffi.new("gk_tensor_desc*")
-    d.struct_size = ffi.sizeof("gk_tensor_desc")
+    d = ffi.new(_T_GK_TENSOR_DESC)
+    d.struct_size = _SZ_GK_TENSOR_DESC
     d.dtype = gk_dtype
     d.ndim = len(shape)
     for i, n in enumerate(shape):
@@ -128,9 +141,9 @@ def _attrs(attrs: dict):
     sequence of ints → INTS. Returns (array, count, keepalive)."""
     keep = []
     items = [(k, v) for k, v in attrs.items() if v is not None]
-    arr = ffi.new("gk_attr[]", _b.max(len(items), 1))
+    arr = ffi.new(_T_GK_ATTR, _b.max(len(items), 1))
     for i, (name, value) in enumerate(items):
-        keep.append(ffi.new("char[]", name.encode()))
+        keep.append(ffi.new(_T_CHAR, name.encode()))
         arr[i].name = keep[-1]
         if isinstance(value, (bool, np.bool_, numbers.Integral)):
             arr[i].type = lib.GK_ATTR_INT
@@ -140,13 +153,13 @@ def _attrs(attrs: dict):
             arr[i].value.f = float(value)
         elif isinstance(value, str):
             arr[i].type = lib.GK_ATTR_STRING
-            keep.append(ffi.new("char[]", value.encode()))
+            keep.append(ffi.new(_T_CHAR, value.encode()))
             arr[i].value.s = keep[-1]
         else:
             ints = [int(v) for v in value]
             arr[i].type = lib.GK_ATTR_INTS
             arr[i].count = len(ints)
-            keep.append(ffi.new("int64_t[]", _b.max(len(ints), 1)))
+            keep.append(ffi.new(_T_INT64_T, _b.max(len(ints), 1)))
             for j, v in enumerate(ints):
                 keep[-1][j] = v
             arr[i].value.ints = keep[-1]
@@ -154,9 +167,9 @@ def _attrs(attrs: dict):
 
 
 def _op_args(inputs, attrs, stream):
-    args = ffi.new("gk_op_args*")
-    args.struct_size = ffi.sizeof("gk_op_args")
-    ins = ffi.new("gk_tensor*[]", [x._t for x in inputs])
+    args = ffi.new(_T_GK_OP_ARGS)
+    args.struct_size = _SZ_GK_OP_ARGS
+    ins = ffi.new(_T_GK_TENSOR_ARRAY, [x._t for x in inputs])
     args.inputs = ins
     args.num_inputs = len(inputs)
     attr_arr, n, keep = _attrs(attrs)
@@ -170,8 +183,8 @@ def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
     args, keep = _op_args(inputs, attrs, None)
     out = []
     for i in range(count):
-        d = ffi.new("gk_tensor_desc*")
-        d.struct_size = ffi.sizeof("gk_tensor_desc")
+        d = ffi.new(_T_GK_TENSOR_DESC)
+        d.struct_size = _SZ_GK_TENSOR_DESC
         check(lib.gk_op_output_desc(rt.ptr, name.encode(), args, i, d))
         out.append(d)
     return out
@@ -187,14 +200,14 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
     if out is None:
         outs = []
         for i in range(num_outputs):
-            d = ffi.new("gk_tensor_desc*")
-            d.struct_size = ffi.sizeof("gk_tensor_desc")
+            d = ffi.new(_T_GK_TENSOR_DESC)
+            d.struct_size = _SZ_GK_TENSOR_DESC
             check(lib.gk_op_output_desc(rt.ptr, bname, args, i, d))
             d.flags = 0  # outputs are ours, never read-only
             outs.append(GPUArray._create(rt, x0._device, d, stream))
     else:
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    out_ptrs = ffi.new("gk_tensor*[]", [o._t for o in outs])
+    out_ptrs = ffi.new(_T_GK_TENSOR_ARRAY, [o._t for o in outs])
     args.outputs = out_ptrs
     args.num_outputs = len(outs)
     check(lib.gk_op_call(rt.ptr, bname, args))
@@ -217,8 +230,8 @@ class GPUArray:
         self = object.__new__(cls)
         self._rt = rt
         self._t = ffi.gc(tensor_ptr, lib.gk_tensor_release)
-        d = ffi.new("gk_tensor_desc*")
-        d.struct_size = ffi.sizeof("gk_tensor_desc")
+        d = ffi.new(_T_GK_TENSOR_DESC)
+        d.struct_size = _SZ_GK_TENSOR_DESC
         check(lib.gk_tensor_get_desc(self._t, d))
         self._gk_dtype = d.dtype
         self._shape = tuple(d.shape[i] for i in range(d.ndim))
@@ -230,7 +243,7 @@ class GPUArray:
 
     @classmethod
     def _create(cls, rt: Runtime, device: Device, desc, stream=None) -> "GPUArray":
-        out = ffi.new("gk_tensor**")
+        out = ffi.new(_T_GK_TENSOR)
         check(lib.gk_tensor_create(rt.ptr, device.id, desc,
                                    stream.ptr if stream is not None else ffi.NULL, out))
         return cls._wrap(rt, out[0], stream)
@@ -243,7 +256,7 @@ class GPUArray:
         if math.prod(shape) > 0:
             ptr = ptr + elem_offset * self.itemsize
         lib.gk_tensor_retain(self._t)
-        out = ffi.new("gk_tensor**")
+        out = ffi.new(_T_GK_TENSOR)
         status = lib.gk_tensor_from_external(self._rt.ptr, self._device.id, ptr, desc,
                                              _RELEASE_TENSOR, self._t, out)
         if status != 0:
@@ -579,14 +592,14 @@ class GPUArray:
             raise BufferError(f"stream={stream!r} given for a cpu array; it must be None")
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         if versioned:
-            out = ffi.new("DLManagedTensorVersioned**")
+            out = ffi.new(_T_DLMANAGEDTENSORVERSIONED)
             flags = lib.DLPACK_FLAG_BITMASK_IS_COPIED if copied else 0
             check(lib.gk_tensor_to_dlpack_versioned(src._t, flags, out))
             return _capsule.new(out[0], True)
         if src.readonly:
             raise BufferError("a read-only array cannot be exported as a legacy (unversioned) "
                               "DLPack capsule; the consumer must pass max_version >= (1, 0)")
-        out = ffi.new("DLManagedTensor**")
+        out = ffi.new(_T_DLMANAGEDTENSOR)
         check(lib.gk_tensor_to_dlpack(src._t, out))
         return _capsule.new(out[0], False)
 
@@ -743,7 +756,7 @@ def from_dlpack(x, *, device=None, copy=None) -> GPUArray:
 
 
 def _import_capsule(rt: Runtime, capsule) -> GPUArray:
-    out = ffi.new("gk_tensor**")
+    out = ffi.new(_T_GK_TENSOR)
     if _capsule.is_valid(capsule, _capsule.VERSIONED):
         m = ffi.cast("DLManagedTensorVersioned*", _capsule.pointer(capsule, _capsule.VERSIONED))
         if m.version.major != lib.DLPACK_MAJOR_VERSION:
@@ -770,7 +783,7 @@ def _consumer_stream(rt: Runtime, device: Device, native: int) -> Stream:
     key = (id(rt), device.id, native)
     s = _wrapped_streams.get(key)
     if s is None:
-        out = ffi.new("gk_stream**")
+        out = ffi.new(_T_GK_STREAM)
         check(lib.gk_stream_wrap(rt.ptr, device.id, ffi.cast("void*", native), out))
         s = out[0]
         if len(_wrapped_streams) < 256:
@@ -792,7 +805,7 @@ def _sync_for_consumer(x: GPUArray, stream) -> None:
     if producer is None and stream == 1:
         return  # same stream: our default stream is the legacy default stream
     rt, dev = x._rt, x._device
-    ev = ffi.new("gk_event**")
+    ev = ffi.new(_T_GK_EVENT)
     check(lib.gk_event_create(rt.ptr, dev.id, ev))
     try:
         check(lib.gk_event_record(ev[0], producer.ptr if producer is not None else ffi.NULL))
