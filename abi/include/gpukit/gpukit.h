@@ -223,7 +223,8 @@ GK_API gk_status gk_stream_create(gk_runtime* runtime, int32_t device, int32_t p
 GK_API gk_status gk_stream_wrap(gk_runtime* runtime, int32_t device, void* native_stream,
                                 gk_stream** out);
 
-/* Waits for the stream's work, then frees it. NULL is a no-op. */
+/* Waits for the work of a stream made by gk_stream_create, then frees it. For a stream
+ * from gk_stream_wrap, frees the wrapper only, without waiting. NULL is a no-op. */
 GK_API gk_status gk_stream_destroy(gk_stream* stream);
 
 /* Blocks the calling thread until all work queued on the stream is complete. */

@@ -71,7 +71,8 @@ GK_API gk_status gk_stream_synchronize(gk_stream* stream) {
 
 GK_API gk_status gk_stream_destroy(gk_stream* stream) {
   if (!stream) return GK_OK;
-  gk_status status = gk_stream_synchronize(stream);
+  // A wrapped stream belongs to its creator: free the wrapper without waiting on it.
+  gk_status status = stream->owns_native ? gk_stream_synchronize(stream) : GK_OK;
   if (stream->owns_native) {
     const auto& driver = driver_of(*stream->runtime);
     const auto& api = driver.api();
