@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr uint32_t kBLbo = kBKMajor ? 16 : kChunk * kBK * 2;
     const uint32_t a_rows_off = cw * 64 * kBK * 2;  // K-major: 64 rows × 128 B; MN: chunk cw
     float acc[128];
-    int stage = 0;
+    int stage = 0, prev_stage = 0;
     uint32_t phase = 0;
     for (int32_t tile = blockIdx.x; tile < total; tile += gridDim.x) {
       int32_t b, mt, nt;
@@ -244,14 +244,19 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                       (kt | kk) != 0);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        acc_fence(acc);
-        if (threadIdx.x % 128 == 0) mbar_arrive(&empty[stage]);
+        // Leave this k-tile's wgmmas running; once at most one group is pending, the
+        // previous k-tile's stage has been read and goes back to the producer.
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[prev_stage]);
+        prev_stage = stage;
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
         }
       }
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      acc_fence(acc);
+      if (threadIdx.x % 128 == 0) mbar_arrive(&empty[prev_stage]);
       const int64_t m0 = int64_t(mt) * kBM + cw * 64, n0 = int64_t(nt) * kBN;
       if (p.out_f32)
         epilogue_tile<T, float>(p, acc, b, m0, n0);

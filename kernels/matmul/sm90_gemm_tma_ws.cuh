@@ -10,7 +10,8 @@
 //                            TMA a[128×64] and b[256×64] tiles → smem stage s
 //     consumer warpgroups 1, 2 (rows 0..63 and 64..127 of the tile, 232 regs):
 //       for kt: wait full[s]; 4 × wgmma.m64n256k16 (k16 steps) into acc[128] f32
-//               (64×256 per warpgroup, in registers); wait; arrive empty[s]
+//               (64×256 per warpgroup, in registers); commit; wait until only this
+//               k-tile's group is pending, then arrive empty[s-1] (one k-tile in flight)
 //       epilogue from registers: act(alpha·acc + beta·out + bias[n]) → global,
 //       two adjacent columns per store when out is row-contiguous.
 // Shared memory: kStages stages × (A 16 KB + B 32 KB), each tile in the 128-byte

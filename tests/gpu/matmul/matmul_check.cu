@@ -91,6 +91,7 @@ gk_host_services make_host(const char* name) {
 
 struct Plugin {
   std::string name;
+  std::string host_name;  // host.plugin_name points here
   gk_host_services host;
   const gk_plugin_api* api = nullptr;
   void* state = nullptr;
@@ -107,7 +108,8 @@ bool load_plugin(const char* path, Plugin* p) {
   std::string base = path;
   base = base.substr(base.find_last_of('/') + 1);
   p->name = base;
-  p->host = make_host(base.c_str());
+  p->host_name = base;
+  p->host = make_host(p->host_name.c_str());
   if (entry(&p->host, &p->api) != GK_OK) {
     std::printf("entry %s declined: %s\n", path, g_last_error.c_str());
     return false;
@@ -660,10 +662,12 @@ int main(int argc, char** argv) {
   g_sm_version = prop.major * 10 + prop.minor;
   g_sm_count = prop.multiProcessorCount;
   std::printf("device: %s, SM %d, %d SMs\n", prop.name, g_sm_version, g_sm_count);
+  // The host services handed to a plugin must outlive it: keep each Plugin in place.
   std::vector<Plugin> plugins;
+  plugins.reserve(paths.size());
   for (const char* p : paths) {
-    Plugin pl;
-    if (load_plugin(p, &pl)) plugins.push_back(pl);
+    plugins.emplace_back();
+    if (!load_plugin(p, &plugins.back())) plugins.pop_back();
   }
   int failures = 0;
   if (do_check) {
