@@ -79,7 +79,8 @@ ctest: build
 pytest: build
 	@if [ -d tests/python ]; then \
 	  echo "==> pytest tests/python"; \
-	  rc=0; GPUKIT_BUILD_DIR="$(CURDIR)/$(BUILD_DIR)" $(PYTHON) -m pytest -q tests/python || rc=$$?; \
+	  rc=0; GPUKIT_LIBRARY="$(CURDIR)/$(BUILD_DIR)/lib/libgpukit.so" \
+	    GPUKIT_INCLUDE_DIR="$(CURDIR)/abi/include" $(PYTHON) -m pytest -q tests/python || rc=$$?; \
 	  if [ "$$rc" -ne 0 ] && [ "$$rc" -ne 5 ]; then exit "$$rc"; fi; \
 	else \
 	  echo "==> pytest: no tests/python yet, skipped"; \

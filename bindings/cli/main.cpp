@@ -111,7 +111,9 @@ const char* kind_string(int32_t kind) {
   }
 }
 
-std::string str(const char* s) { return s ? s : ""; }
+std::string str(const char* s) {
+  return s ? s : "";
+}
 
 std::vector<gk_device_props> devices_of(const gk_runtime* rt) {
   int32_t count = 0;
@@ -144,8 +146,8 @@ std::string sm_range(const gk_plugin_info& p) {
 }
 
 void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) {
-  std::vector<std::string> header = {"NAME", "VERSION", "FAMILY", "DEVICE", "SM",
-                                     "PRIORITY", "STATUS", "REASON"};
+  std::vector<std::string> header = {"NAME", "VERSION",  "FAMILY", "DEVICE",
+                                     "SM",   "PRIORITY", "STATUS", "REASON"};
   if (paths) header.insert(header.end() - 1, "MANIFEST");
   Table t(header);
   for (const auto& p : plugins) {
@@ -204,8 +206,8 @@ int cmd_info(const GlobalOptions& g, bool json) {
   const auto devices = devices_of(rt.get());
   const int32_t best = gk_device_default(rt.get());
   std::cout << "Devices (default: " << best << ")\n";
-  Table dt({"ID", "KIND", "NAME", "SM", "SMS", "MEMORY", "FREE", "DRIVER", "NVRTC", "PLUGINS",
-            "NOTE"});
+  Table dt(
+      {"ID", "KIND", "NAME", "SM", "SMS", "MEMORY", "FREE", "DRIVER", "NVRTC", "PLUGINS", "NOTE"});
   for (size_t i = 0; i < devices.size(); ++i) {
     const auto& d = devices[i];
     const bool cuda = d.kind == GK_DEVICE_KIND_CUDA;
@@ -220,8 +222,7 @@ int cmd_info(const GlobalOptions& g, bool json) {
   const auto plugins = plugins_of(rt.get());
   int loaded = 0;
   for (const auto& p : plugins) loaded += p.loaded ? 1 : 0;
-  std::cout << "\nPlugins (" << loaded << " loaded, " << plugins.size() - loaded
-            << " skipped)\n";
+  std::cout << "\nPlugins (" << loaded << " loaded, " << plugins.size() - loaded << " skipped)\n";
   print_plugin_table(plugins, /*paths=*/false);
   return 0;
 }
@@ -347,7 +348,8 @@ int run(int argc, char** argv) {
   explain->add_option("--out-dtype", e.out_dtype, "Output dtype of cast");
   explain->add_option("--shape,-s", e.shapes,
                       "Shape of input i, e.g. 64x64; repeat per input (default 64x64)");
-  explain->add_option("--attr,-a", e.attrs, "Attribute name=value: int, float, ints (1,2 or [1]), else text");
+  explain->add_option("--attr,-a", e.attrs,
+                      "Attribute name=value: int, float, ints (1,2 or [1]), else text");
   explain->add_flag("--json", e.json, "Print gk_explain's JSON");
 
   CLI11_PARSE(app, argc, argv);

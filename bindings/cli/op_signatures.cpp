@@ -10,9 +10,9 @@ namespace gk::cli {
 namespace {
 
 const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
-const std::set<std::string> kUnary = {"neg",  "abs",     "exp",  "log",  "sqrt",
-                                      "rsqrt", "tanh",   "sigmoid", "relu", "gelu",
-                                      "silu", "softmax", "log_softmax"};
+const std::set<std::string> kUnary = {"neg",   "abs",     "exp",        "log",  "sqrt",
+                                      "rsqrt", "tanh",    "sigmoid",    "relu", "gelu",
+                                      "silu",  "softmax", "log_softmax"};
 const std::set<std::string> kGated = {"swiglu", "geglu"};
 const std::set<std::string> kReduce = {"sum", "mean", "prod", "max", "min"};
 const std::set<std::string> kArg = {"argmax", "argmin"};

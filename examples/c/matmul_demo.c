@@ -16,14 +16,14 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    gk_status check_status_ = (call);                                          \
-    if (check_status_ != GK_OK) {                                              \
-      fprintf(stderr, "matmul_demo: %s failed: %s: %s\n", #call,               \
-              gk_status_name(check_status_), gk_last_error());                 \
-      exit(1);                                                                 \
-    }                                                                          \
+#define CHECK(call)                                                                             \
+  do {                                                                                          \
+    gk_status check_status_ = (call);                                                           \
+    if (check_status_ != GK_OK) {                                                               \
+      fprintf(stderr, "matmul_demo: %s failed: %s: %s\n", #call, gk_status_name(check_status_), \
+              gk_last_error());                                                                 \
+      exit(1);                                                                                  \
+    }                                                                                           \
   } while (0)
 
 static gk_tensor_desc matrix_desc(int64_t rows, int64_t cols) {
@@ -63,8 +63,8 @@ static double now_ms(void) {
 
 /* Runs out = a · b on `device`; fills `c` (M×N) and the serving plugin's name. */
 static void run_matmul(gk_runtime* rt, int32_t device, int64_t m, int64_t n, int64_t k,
-                       const float* a_host, const float* b_host, float* c_host,
-                       char* plugin, size_t plugin_capacity, double* ms) {
+                       const float* a_host, const float* b_host, float* c_host, char* plugin,
+                       size_t plugin_capacity, double* ms) {
   gk_tensor_desc descs[3] = {matrix_desc(m, k), matrix_desc(k, n), matrix_desc(m, n)};
   gk_stream* stream;
   gk_tensor *a, *b, *c;
@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
   for (i = 0; i < m * k; ++i) a[i] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
   for (i = 0; i < k * n; ++i) b[i] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
 
-  printf("matmul f32 [%lld x %lld] x [%lld x %lld]\n", (long long)m, (long long)k,
-         (long long)k, (long long)n);
+  printf("matmul f32 [%lld x %lld] x [%lld x %lld]\n", (long long)m, (long long)k, (long long)k,
+         (long long)n);
   run_matmul(rt, best, m, n, k, a, b, c_best, best_plugin, sizeof best_plugin, &best_ms);
   char sm[32] = "";
   if (props.sm_version) {

@@ -67,8 +67,8 @@ static gk_status acme_launch(void* state, const gk_kernel_args* args) {
 }
 
 static const gk_plugin_api kAcmeApi = {
-    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "acme_relu", "1.0.0",
-    acme_init,             acme_shutdown,         acme_supports, acme_launch};
+    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "acme_relu", "1.0.0", acme_init,
+    acme_shutdown,         acme_supports,         acme_launch};
 
 GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                            const gk_plugin_api** api) {

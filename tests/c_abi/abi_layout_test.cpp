@@ -1,8 +1,9 @@
-// Pins the layout of every struct in gpukit.h and gpukit_plugin.h on 64-bit (LP64)
-// targets, and the values of every enum and version macro. The ABI is append-only: when
+// Pins the layout of every struct in gpukit.h, gpukit_plugin.h and gpukit_dlpack.h on 64-bit
+// (LP64) targets, and the values of every enum and version macro. The ABI is append-only: when
 // a struct grows, add lines for the new fields here and leave the old lines as they are.
 // A failing static_assert here means an existing field moved — a major-version change.
 #include <gpukit/gpukit.h>
+#include <gpukit/gpukit_dlpack.h>
 #include <gpukit/gpukit_plugin.h>
 #include <gtest/gtest.h>
 
@@ -49,6 +50,7 @@ GK_PIN(gk_alloc_args, size, 16);
 GK_PIN(gk_alloc_args, stream, 24);
 GK_PIN(gk_alloc_args, flags, 32);
 static_assert(GK_ALLOC_ARGS_SIZE == 36);
+GK_PIN(gk_alloc_args, owner, 40);  // ABI 1.1
 
 GK_PIN(gk_tensor_desc, struct_size, 0);
 GK_PIN(gk_tensor_desc, dtype, 8);
@@ -75,6 +77,26 @@ GK_PIN(gk_op_args, attrs, 40);
 GK_PIN(gk_op_args, num_attrs, 48);
 GK_PIN(gk_op_args, stream, 56);
 static_assert(GK_OP_ARGS_SIZE == 64);
+
+// ABI 1.1
+GK_PIN(gk_memory_stats, struct_size, 0);
+GK_PIN(gk_memory_stats, bytes_in_use, 8);
+GK_PIN(gk_memory_stats, bytes_requested, 16);
+GK_PIN(gk_memory_stats, bytes_reserved, 24);
+GK_PIN(gk_memory_stats, peak_bytes_in_use, 32);
+GK_PIN(gk_memory_stats, peak_bytes_reserved, 40);
+GK_PIN(gk_memory_stats, alloc_count, 48);
+GK_PIN(gk_memory_stats, free_count, 56);
+GK_PIN(gk_memory_stats, failure_count, 64);
+GK_PIN(gk_memory_stats, segment_count, 72);
+GK_PIN(gk_memory_stats, largest_free_block, 80);
+GK_PIN(gk_memory_stats, fragmentation, 88);
+GK_PIN(gk_memory_stats, budget, 96);
+GK_PIN(gk_memory_stats, bytes_spilled, 104);
+GK_PIN(gk_memory_stats, spill_count, 112);
+GK_PIN(gk_memory_stats, restore_count, 120);
+GK_PIN(gk_memory_stats, cross_stream_waits, 128);
+static_assert(GK_MEMORY_STATS_SIZE == 136);
 
 GK_PIN(gk_plugin_info, struct_size, 0);
 GK_PIN(gk_plugin_info, name, 8);
@@ -145,6 +167,38 @@ GK_PIN(gk_plugin_api, supports, 48);
 GK_PIN(gk_plugin_api, launch, 56);
 static_assert(GK_PLUGIN_API_SIZE == 64);
 
+// ------------------------------------------- gpukit_dlpack.h (the DLPack 1.x spec layout)
+GK_PIN(DLPackVersion, major, 0);
+GK_PIN(DLPackVersion, minor, 4);
+GK_PIN_SIZE(DLPackVersion, 8);
+GK_PIN(DLDevice, device_type, 0);
+GK_PIN(DLDevice, device_id, 4);
+GK_PIN_SIZE(DLDevice, 8);
+GK_PIN(DLDataType, code, 0);
+GK_PIN(DLDataType, bits, 1);
+GK_PIN(DLDataType, lanes, 2);
+GK_PIN_SIZE(DLDataType, 4);
+GK_PIN(DLTensor, data, 0);
+GK_PIN(DLTensor, device, 8);
+GK_PIN(DLTensor, ndim, 16);
+GK_PIN(DLTensor, dtype, 20);
+GK_PIN(DLTensor, shape, 24);
+GK_PIN(DLTensor, strides, 32);
+GK_PIN(DLTensor, byte_offset, 40);
+GK_PIN_SIZE(DLTensor, 48);
+GK_PIN(DLManagedTensor, dl_tensor, 0);
+GK_PIN(DLManagedTensor, manager_ctx, 48);
+GK_PIN(DLManagedTensor, deleter, 56);
+GK_PIN_SIZE(DLManagedTensor, 64);
+GK_PIN(DLManagedTensorVersioned, version, 0);
+GK_PIN(DLManagedTensorVersioned, manager_ctx, 8);
+GK_PIN(DLManagedTensorVersioned, deleter, 16);
+GK_PIN(DLManagedTensorVersioned, flags, 24);
+GK_PIN(DLManagedTensorVersioned, dl_tensor, 32);
+GK_PIN_SIZE(DLManagedTensorVersioned, 80);
+static_assert(kDLCPU == 1 && kDLCUDA == 2 && kDLCUDAHost == 3 && kDLCUDAManaged == 13);
+static_assert(kDLInt == 0 && kDLUInt == 1 && kDLFloat == 2 && kDLBfloat == 4 && kDLBool == 6);
+
 // ------------------------------------------------------------- values never renumbered
 static_assert(GK_ABI_VERSION_MAJOR == 1);
 static_assert(GK_PLUGIN_ABI_VERSION_MAJOR == 1);
@@ -166,6 +220,7 @@ static_assert(GK_DTYPE_F32 == 1 && GK_DTYPE_F64 == 2 && GK_DTYPE_F16 == 3 && GK_
               GK_DTYPE_I8 == 5 && GK_DTYPE_I16 == 6 && GK_DTYPE_I32 == 7 && GK_DTYPE_I64 == 8 &&
               GK_DTYPE_U8 == 9 && GK_DTYPE_BOOL == 10);
 static_assert(GK_TENSOR_READ_ONLY == 1);
+static_assert(GK_BUFFER_EVICTABLE == 1);
 static_assert(GK_ATTR_INT == 1 && GK_ATTR_FLOAT == 2 && GK_ATTR_STRING == 3 && GK_ATTR_INTS == 4);
 static_assert(std::is_same_v<gk_status, int32_t>);
 
@@ -182,6 +237,7 @@ TEST(AbiLayout, current_struct_sizes_cover_the_last_field) {
   EXPECT_LE(GK_TENSOR_DESC_SIZE, sizeof(gk_tensor_desc));
   EXPECT_LE(GK_OP_ARGS_SIZE, sizeof(gk_op_args));
   EXPECT_LE(GK_PLUGIN_INFO_SIZE, sizeof(gk_plugin_info));
+  EXPECT_LE(GK_MEMORY_STATS_SIZE, sizeof(gk_memory_stats));
   EXPECT_LE(GK_PLUGIN_DEVICE_SIZE, sizeof(gk_plugin_device));
   EXPECT_LE(GK_HOST_SERVICES_SIZE, sizeof(gk_host_services));
   EXPECT_LE(GK_KERNEL_ARGS_SIZE, sizeof(gk_kernel_args));

@@ -17,24 +17,24 @@
 
 static int failures = 0;
 
-#define EXPECT(cond, ...)                                        \
-  do {                                                           \
-    if (!(cond)) {                                               \
+#define EXPECT(cond, ...)                                             \
+  do {                                                                \
+    if (!(cond)) {                                                    \
       fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-      ++failures;                                                \
-    }                                                            \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      ++failures;                                                     \
+    }                                                                 \
   } while (0)
 
-#define REQUIRE_OK(call)                                                          \
-  do {                                                                            \
-    gk_status require_status_ = (call);                                           \
-    if (require_status_ != GK_OK) {                                               \
+#define REQUIRE_OK(call)                                                             \
+  do {                                                                               \
+    gk_status require_status_ = (call);                                              \
+    if (require_status_ != GK_OK) {                                                  \
       fprintf(stderr, "FAIL %s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, \
-              gk_status_name(require_status_), gk_last_error());                  \
-      exit(1);                                                                    \
-    }                                                                             \
+              gk_status_name(require_status_), gk_last_error());                     \
+      exit(1);                                                                       \
+    }                                                                                \
   } while (0)
 
 static gk_tensor_desc desc2(int32_t dtype, int64_t rows, int64_t cols) {
@@ -91,8 +91,8 @@ static void check_add(gk_runtime* rt, int32_t device) {
   REQUIRE_OK(gk_stream_synchronize(stream));
   for (i = 0; i < 12; ++i) {
     float expected = (float)i + 100.0f * (float)(i % 4 + 1);
-    EXPECT(out_host[i] == expected, "device %d: out[%d] = %g, expected %g", device, i,
-           out_host[i], expected);
+    EXPECT(out_host[i] == expected, "device %d: out[%d] = %g, expected %g", device, i, out_host[i],
+           expected);
   }
 
   gk_tensor_release(a);
@@ -132,8 +132,7 @@ static void check_errors(gk_runtime* rt) {
   /* A successful call after a failed one still works. */
   args.num_inputs = 1;
   status = gk_op_call(rt, "neg", &args);
-  EXPECT(status == GK_OK, "neg after errors gave %s: %s", gk_status_name(status),
-         gk_last_error());
+  EXPECT(status == GK_OK, "neg after errors gave %s: %s", gk_status_name(status), gk_last_error());
 
   gk_tensor_release(a);
   gk_tensor_release(b);

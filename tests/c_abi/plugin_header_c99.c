@@ -50,10 +50,10 @@ int main(void) {
   args.attrs = attrs;
   args.num_attrs = 3;
   if (gk_attr_float(&args, "eps", 1.0) != 0.5) ++failures;
-  if (gk_attr_float(&args, "axis", 1.0) != -1.0) ++failures;   /* int converts */
+  if (gk_attr_float(&args, "axis", 1.0) != -1.0) ++failures; /* int converts */
   if (gk_attr_int(&args, "axis", 0) != -1) ++failures;
   if (gk_attr_int(&args, "missing", 7) != 7) ++failures;
-  if (gk_attr_int(&args, "eps", 7) != 7) ++failures;           /* wrong type: fallback */
+  if (gk_attr_int(&args, "eps", 7) != 7) ++failures; /* wrong type: fallback */
   if (gk_find_attr(&args, "axes") != &attrs[2]) ++failures;
   if (entry(NULL, &api) == GK_OK || api != NULL) ++failures;
   if (GK_KERNEL_ARGS_SIZE > sizeof(gk_kernel_args)) ++failures;

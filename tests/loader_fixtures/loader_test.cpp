@@ -45,7 +45,9 @@ struct PluginRow {
   int32_t priority = 0, device_kind = 0, sm_min = 0, sm_max = 0;
 };
 
-std::string str(const char* s) { return s ? s : ""; }
+std::string str(const char* s) {
+  return s ? s : "";
+}
 
 class LoaderTest : public ::testing::Test {
  protected:
@@ -82,8 +84,8 @@ class LoaderTest : public ::testing::Test {
     std::vector<PluginRow> found;
     for (const auto& p : plugins()) {
       const std::string& path = p.manifest_path;
-      if (path.size() >= file.size() && path.compare(path.size() - file.size(), file.size(),
-                                                     file) == 0) {
+      if (path.size() >= file.size() &&
+          path.compare(path.size() - file.size(), file.size(), file) == 0) {
         found.push_back(p);
       }
     }
@@ -99,8 +101,7 @@ class LoaderTest : public ::testing::Test {
     d.shape[0] = 8;
     std::vector<gk_tensor_desc> inputs(num_inputs, d);
     char* json = nullptr;
-    EXPECT_EQ(gk_explain(rt_, op, 0, inputs.data(), num_inputs, &d, 1, nullptr, 0, &json),
-              GK_OK)
+    EXPECT_EQ(gk_explain(rt_, op, 0, inputs.data(), num_inputs, &d, 1, nullptr, 0, &json), GK_OK)
         << gk_last_error();
     if (!json) return nlohmann::json();
     nlohmann::json j = nlohmann::json::parse(json);
@@ -176,8 +177,8 @@ TEST_F(LoaderTest, broken_plugins_are_skipped_with_a_reason_naming_the_cause) {
     EXPECT_FALSE(p.reason.empty()) << b.manifest << " skipped without a reason";
     bool matched = false;
     for (const auto& k : b.any_of) {
-      matched = matched || (k.word ? contains_word_ci(p.reason, k.text)
-                                   : contains_ci(p.reason, k.text));
+      matched =
+          matched || (k.word ? contains_word_ci(p.reason, k.text) : contains_ci(p.reason, k.text));
     }
     std::string expected;
     for (const auto& k : b.any_of) expected += (expected.empty() ? "'" : " or '") + k.text + "'";

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define REQUIRE_OK(call)                                                                 \
-  do {                                                                                   \
-    gk_status s_ = (call);                                                               \
-    if (s_ != GK_OK) {                                                                   \
+#define REQUIRE_OK(call)                                                                \
+  do {                                                                                  \
+    gk_status s_ = (call);                                                              \
+    if (s_ != GK_OK) {                                                                  \
       fprintf(stderr, "FAIL %s: %s: %s\n", #call, gk_status_name(s_), gk_last_error()); \
-      return 1;                                                                          \
-    }                                                                                    \
+      return 1;                                                                         \
+    }                                                                                   \
   } while (0)
 
 int main(void) {
@@ -47,7 +47,8 @@ int main(void) {
     }
   }
   if (!found) {
-    fprintf(stderr, "FAIL acme_relu not among the %d plugin candidates\n", (int)gk_plugin_count(rt));
+    fprintf(stderr, "FAIL acme_relu not among the %d plugin candidates\n",
+            (int)gk_plugin_count(rt));
     return 1;
   }
 
