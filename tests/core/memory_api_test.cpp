@@ -345,7 +345,13 @@ TEST(MemoryApi, storm_of_threads_streams_and_spills_keeps_every_buffer_intact) {
         }
         uint8_t tag = uint8_t(rng());
         void* p = nullptr;
-        gk_buffer_map(b, &p);
+        if (gk_buffer_map(b, &p) != GK_OK) {
+          // Spilled by another thread already, and no room to restore it under the budget.
+          EXPECT_EQ(std::string(gk_last_error()).find("cannot allocate") != std::string::npos, true);
+          ++failures;
+          EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK);
+          continue;
+        }
         std::memset(p, tag, n);
         gk_buffer_unmap(b);
         live.push_back({b, n, tag});

@@ -617,7 +617,7 @@ void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
 }
 
 EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream stream,
-                                            MemoryOwner* owner) {
+                                            MemoryOwner* owner, void** address) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto r = std::make_unique<EvictRecord>();
   PoolBlock* b = allocate_locked(bytes, stream, owner);
@@ -630,6 +630,7 @@ EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream strea
   r->id = next_record_id_++;
   b->record = r.get();
   lru_push_front(r.get());
+  if (address) *address = MemoryPool::address(b);
   return r.release();
 }
 
@@ -732,6 +733,7 @@ void MemoryPool::set_budget(uint64_t bytes) {
 
 uint64_t MemoryPool::trim() {
   std::lock_guard<std::mutex> lock(mutex_);
+  backend_->release_host_cache();
   return release_free_segments();
 }
 

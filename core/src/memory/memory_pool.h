@@ -39,7 +39,10 @@ constexpr uint64_t kSmallSegmentSize = uint64_t(2) << 20;   // small segments
 constexpr uint64_t kLargeRounding = 4096;                   // large requests round to this
 constexpr uint64_t kLargeSegmentMin = uint64_t(20) << 20;   // segment for a request < 10 MiB
 constexpr uint64_t kSegmentRounding = uint64_t(2) << 20;    // larger segments round to this
-constexpr uint64_t kMinSplitRemainder = kSmallLimit;        // keep a split remainder above this
+// A large block is always split to the rounded request (every large size is a multiple of
+// kLargeRounding), so accounting, quotas and the budget see exactly the rounded size; a
+// remainder too small for any large request becomes usable again when a neighbour is freed.
+constexpr uint64_t kMinSplitRemainder = kLargeRounding;
 
 // The size classes: multiples of 256 B up to 4 KiB, then four classes per power of two up
 // to 1 MiB. Returns the class index of `bytes` (<= kSmallLimit) and its size.
@@ -76,6 +79,8 @@ class PoolBackend {
                               cuda::CUstream stream) = 0;
   virtual uint64_t total_memory() = 0;
   virtual uint64_t free_memory() = 0;
+  // Spill storage kept for reuse, given back on trim(); returns the bytes released.
+  virtual uint64_t release_host_cache() noexcept { return 0; }
 };
 
 struct PoolSegment;
@@ -148,7 +153,9 @@ class MemoryPool {
   static uint64_t block_size(const PoolBlock* block);
 
   // An evictable allocation: may be spilled to host memory while not pinned.
-  EvictRecord* allocate_evictable(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  // *address receives its address now (it may move once the call returns: use locate()).
+  EvictRecord* allocate_evictable(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                                  void** address = nullptr);
   void free(EvictRecord* record, cuda::CUstream stream) noexcept;
   // The record's device address, restoring it first (in `stream`'s order) when spilled, and
   // marking it most recently used. `pin` keeps it resident at that address until unpin().
