@@ -11,9 +11,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
-OUT=${OUT:-$PWD/build-gpu/out}
-mkdir -p "$OUT"
 BUILD=build-gpu
+# Everything is written to $LOGS; at the end it is packed into $OUT/gpu_run.tgz with the
+# summary beside it (the device tool returns only a few files).
+FINAL_OUT=${OUT:-}
+OUT=$PWD/$BUILD/out
+mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
@@ -80,15 +83,23 @@ if [[ $STAGE == test || $STAGE == all ]]; then
 fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
-  for bench in perf/*/run_bench.sh; do
-    [ -x "$bench" ] || continue
-    name=$(basename "$(dirname "$bench")")
-    BUILD_DIR=$PWD/$BUILD OUT="$OUT" "$bench" > "$OUT/bench_$name.log" 2>&1
-    note "bench $name: exit $?"
-    [ -f "$OUT/bench_$name.md" ] && cat "$OUT/bench_$name.md"
-  done
+  export GPUKIT_LIBRARY=$PWD/$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
+  export GPUKIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)
+  export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
+  python3 perf/harness.py "$OUT/harness" --per-plugin ${HARNESS_ARGS:-} > "$OUT/harness.log" 2>&1
+  note "harness: exit $? ($(grep -c ratio "$OUT/harness.log") rows)"
+  if [ -x $BUILD/bin/bench_pool ]; then
+    $BUILD/bin/bench_pool > "$OUT/bench_pool.log" 2>&1
+    note "bench_pool: exit $?"
+  fi
+  python3 perf/python/bench_dlpack.py "$OUT/dlpack.json" > "$OUT/bench_dlpack.log" 2>&1
+  note "bench_dlpack: exit $?"
 fi
 
 echo
 echo "==== summary ===="
 cat "$SUMMARY"
+[ -f "$OUT/harness/results.md" ] && cat "$OUT/harness/results.md"
+if [ -n "$FINAL_OUT" ]; then
+  tar -czf "$FINAL_OUT/gpu_run.tgz" -C "$OUT" . && cp "$SUMMARY" "$FINAL_OUT/summary.txt"
+fi

@@ -17,6 +17,16 @@ from .errors import *  # noqa: F401,F403
 __version__ = "0.1.0"
 
 
+def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int = 1,
+         stream=None):
+    """Runs op `op` (docs/ops.md) once through the C ABI: the generic form behind every
+    named function. `attrs` maps attribute names to values; `out` (an array or a list)
+    receives the outputs, which are allocated when it is None."""
+    from ._array import _call
+
+    return _call(op, list(inputs), attrs, out, num_outputs, stream)
+
+
 def library_version() -> str:
     return ffi.string(lib.gk_library_version()).decode()
 
@@ -27,7 +37,7 @@ def abi_version() -> tuple:
 
 
 __all__ = [
-    "GPUArray", "asarray", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
+    "GPUArray", "call", "asarray", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
     "arange", "matmul", "softmax", "add", "subtract", "multiply", "divide", "negative",
     "absolute", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16",
     "Runtime", "Device", "Stream", "Event", "runtime", "devices", "default_device",
