@@ -2,7 +2,7 @@
 // instead (cudaMalloc/cudaFree, cudaMallocAsync/cudaFreeAsync, pinned cudaMemcpyAsync).
 //
 // Build (from the repository root, with libgpukit built in build/):
-//   g++ -O2 -std=c++20 perf/memory/bench_pool.cpp -Iabi/include -I/usr/local/cuda/include -Lbuild/lib -lgpukit -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,$PWD/build/lib -o bench_pool
+//   g++ -O2 -std=c++20 perf/memory/bench_pool.cpp -Iabi/include -I/usr/local/cuda/include -Lbuild/lib -lgpukit -L/usr/local/cuda/lib64 -lcudart -pthread -Wl,-rpath,$PWD/build/lib -o bench_pool
 // or the CMake target bench_pool (perf/memory/CMakeLists.txt, CUDA builds only).
 // Run: ./bench_pool [--device N] [--spill-mib 1024] [--trace-events 4000]
 //
@@ -25,6 +25,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpukit/gpukit.h"
@@ -156,6 +157,25 @@ int main(int argc, char** argv) {
     });
     std::printf("%-10s %10.0f / %-9.0f %10.0f / %-9.0f %10.0f / %-9.0f\n", mib(double(size)).c_str(),
                 g.p50, g.p99, m.p50, m.p99, ma.p50, ma.p99);
+  }
+  {
+    // A thread that never touched cudart has no current context: the pool pushes its own.
+    gk_alloc_args a{};
+    a.struct_size = sizeof(a);
+    a.device = device;
+    a.size = 4096;
+    a.stream = gs[0];
+    Percentiles g{};
+    std::thread t([&] {
+      g = per_pair_ns([&] {
+        gk_buffer* b = nullptr;
+        if (gk_buffer_alloc(rt, &a, &b) != GK_OK) std::exit(1);
+        gk_buffer_free(b, gs[0]);
+      });
+    });
+    t.join();
+    std::printf("%-10s %10.0f / %-9.0f (gk_buffer, thread without a current CUDA context)\n",
+                "4096 B", g.p50, g.p99);
   }
   CUDA_OK(cudaDeviceSynchronize());
 

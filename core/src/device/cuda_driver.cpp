@@ -70,6 +70,7 @@ const Driver* Driver::get(std::string* why) {
         {"cuMemHostAlloc", reinterpret_cast<void**>(&a.cuMemHostAlloc)},
         {"cuMemFreeHost", reinterpret_cast<void**>(&a.cuMemFreeHost)},
         {"cuStreamQuery", reinterpret_cast<void**>(&a.cuStreamQuery)},
+        {"cuCtxGetCurrent", reinterpret_cast<void**>(&a.cuCtxGetCurrent)},
     };
     for (const Symbol& s : symbols) {
       *s.slot = dlsym(handle, s.name);

@@ -68,6 +68,7 @@ struct DriverApi {
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
 };
 
 // The opened driver. Created once per process; lives until exit (unloading libcuda

@@ -68,8 +68,15 @@ class CudaBackend final : public PoolBackend {
     api_.cuMemFree(reinterpret_cast<cuda::CUdeviceptr>(base));
     pop();
   }
+  // Called at every free: skips the context push when the device's primary context is
+  // current already (as it is in threads that use cudart, PyTorch or CuPy on the device).
   void* record_event(cuda::CUstream stream) noexcept override {
-    if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return nullptr;
+    cuda::CUcontext current = nullptr;
+    bool pushed = false;
+    if (api_.cuCtxGetCurrent(&current) != cuda::kSuccess || current != device_.context) {
+      if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return nullptr;
+      pushed = true;
+    }
     cuda::CUevent e = nullptr;
     if (!spare_events_.empty()) {
       e = spare_events_.back();
@@ -83,7 +90,7 @@ class CudaBackend final : public PoolBackend {
     }
     // No event: wait for the stream here, so the block is free for every stream.
     if (!e) api_.cuStreamSynchronize(stream);
-    pop();
+    if (pushed) pop();
     return e;
   }
   bool event_complete(void* event) override {
