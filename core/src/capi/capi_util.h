@@ -16,6 +16,11 @@ inline Runtime& runtime_of(const gk_runtime* runtime, const char* function) {
 // A tensor's descriptor with explicit strides.
 gk_tensor_desc desc_of(const gk_tensor& t);
 
+// A new tensor (one reference) over `data`, from a checked descriptor with explicit
+// strides; the caller sets what owns the memory (allocation, or release and its context).
+gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
+                      const gk_tensor_desc& d, void* data);
+
 // The stream to use: `stream`, or the default stream of `device`. Fails when the stream
 // belongs to another device.
 gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& device,

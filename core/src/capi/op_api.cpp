@@ -1,5 +1,6 @@
 // Ops: validation against the op's rules, dispatch to a plugin, explanation.
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "capi/capi_util.h"
 #include "common/dtype.h"
@@ -44,6 +45,27 @@ struct KernelTensors {
   }
 };
 
+// A call's per-tensor arrays: on the stack up to kInline entries (every op in docs/ops.md
+// has fewer), on the heap past that, so a well-formed call allocates nothing for them.
+template <typename T>
+class CallArray {
+ public:
+  static constexpr size_t kInline = 8;
+  explicit CallArray(size_t size) : size_(size) {
+    if (size > kInline) heap_.resize(size);
+  }
+  T* data() { return size_ > kInline ? heap_.data() : inline_; }
+  const T* data() const { return size_ > kInline ? heap_.data() : inline_; }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return data()[i]; }
+  std::span<const T> span() const { return {data(), size_}; }
+
+ private:
+  T inline_[kInline] = {};
+  std::vector<T> heap_;
+  size_t size_;
+};
+
 const gk_tensor& tensor_arg(const OpSchema& schema, gk_tensor* const* list, int32_t i,
                             bool output) {
   if (!list || !list[i]) {
@@ -75,43 +97,53 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
     gk::require_counts(args, "gk_op_call");
     const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
 
-    gk::KernelTensors kt;
-    std::vector<void*> input_data, output_data;
-    std::vector<const gk_tensor*> input_tensors, output_tensors;
+    const size_t num_inputs = size_t(args->num_inputs), num_outputs = size_t(args->num_outputs);
+    gk::CallArray<gk_tensor_desc> input_descs(num_inputs), output_descs(num_outputs);
+    gk::CallArray<const gk_tensor*> input_tensors(num_inputs), output_tensors(num_outputs);
+    // Every tensor must be on the device of the first one: input 0, or output 0 when the
+    // call has no inputs.
     const gk::Device* device = nullptr;
-    std::string device_owner;
-    auto collect = [&](gk_tensor* const* list, int32_t count, bool output) {
-      for (int32_t i = 0; i < count; ++i) {
-        const gk_tensor& t = gk::tensor_arg(schema, list, i, output);
-        std::string who = std::string(output ? "output " : "input ") + std::to_string(i);
+    auto collect = [&](gk_tensor* const* list, size_t count, bool output) {
+      auto& descs = output ? output_descs : input_descs;
+      auto& tensors = output ? output_tensors : input_tensors;
+      for (size_t i = 0; i < count; ++i) {
+        const gk_tensor& t = gk::tensor_arg(schema, list, int32_t(i), output);
         if (!device) {
           device = t.device;
-          device_owner = who;
         } else if (t.device != device) {
+          std::string who = std::string(output ? "output " : "input ") + std::to_string(i);
+          std::string owner = num_inputs > 0 ? "input 0" : "output 0";
           gk::fail(GK_INVALID_ARGUMENT, schema.name + ": " + who + " is on " + t.device->label() +
-                                            " but " + device_owner + " is on " + device->label() +
+                                            " but " + owner + " is on " + device->label() +
                                             "; copy it first");
         }
-        (output ? kt.outputs : kt.inputs).push_back(gk::desc_of(t));
-        (output ? output_data : input_data).push_back(t.data);
-        (output ? output_tensors : input_tensors).push_back(&t);
+        descs[i] = gk::desc_of(t);
+        tensors[i] = &t;
       }
     };
-    collect(args->inputs, args->num_inputs, false);
-    collect(args->outputs, args->num_outputs, true);
-    gk::OpRegistry::instance().validate(schema, kt.inputs, kt.outputs, args->attrs, args->num_attrs);
+    collect(args->inputs, num_inputs, false);
+    collect(args->outputs, num_outputs, true);
+    gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
+                                        args->attrs, args->num_attrs);
     if (!device) device = &rt.devices().at(0);
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
 
     // Evictable memory is restored and stays put until the launch is queued.
     gk::TensorPins pins(stream.native);
-    for (size_t i = 0; i < input_tensors.size(); ++i) input_data[i] = pins.data(*input_tensors[i]);
-    for (size_t i = 0; i < output_tensors.size(); ++i) {
-      output_data[i] = pins.data(*output_tensors[i]);
+    gk::CallArray<gk_plugin_tensor> plugin_inputs(num_inputs), plugin_outputs(num_outputs);
+    auto to_plugin = [&](const gk_tensor_desc& d, const gk_tensor& t) {
+      return gk_plugin_tensor{pins.data(t), d.dtype, d.ndim, d.shape, d.strides, d.flags};
+    };
+    for (size_t i = 0; i < num_inputs; ++i) {
+      plugin_inputs[i] = to_plugin(input_descs[i], *input_tensors[i]);
     }
-    kt.finish(input_data, output_data);
-    gk_kernel_args kargs = kt.args(schema.name.c_str(), device->id, stream.native, args->attrs,
-                                   args->num_attrs);
+    for (size_t i = 0; i < num_outputs; ++i) {
+      plugin_outputs[i] = to_plugin(output_descs[i], *output_tensors[i]);
+    }
+    gk_kernel_args kargs{sizeof(gk_kernel_args), schema.name.c_str(), device->id,
+                         stream.native,          plugin_inputs.data(), int32_t(num_inputs),
+                         plugin_outputs.data(),  int32_t(num_outputs), args->attrs,
+                         args->num_attrs};
     gk::DispatchDecision decision = gk::decide(rt.plugins(), *device, kargs, false);
     if (!decision.chosen) gk::fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, *device));
     const gk::PluginRecord& plugin = *decision.chosen;
@@ -135,11 +167,12 @@ GK_API gk_status gk_op_output_desc(gk_runtime* runtime, const char* name, const 
     gk::require_arg(out, "gk_op_output_desc", "out");
     gk::require_struct(out->struct_size, GK_TENSOR_DESC_SIZE, "gk_op_output_desc", "gk_tensor_desc");
     const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
-    std::vector<gk_tensor_desc> inputs;
+    gk::CallArray<gk_tensor_desc> inputs(size_t(args->num_inputs));
     for (int32_t i = 0; i < args->num_inputs; ++i) {
-      inputs.push_back(gk::desc_of(gk::tensor_arg(schema, args->inputs, i, false)));
+      inputs[size_t(i)] = gk::desc_of(gk::tensor_arg(schema, args->inputs, i, false));
     }
-    auto outputs = gk::OpRegistry::instance().infer(schema, inputs, args->attrs, args->num_attrs);
+    auto outputs =
+        gk::OpRegistry::instance().infer(schema, inputs.span(), args->attrs, args->num_attrs);
     if (index < 0 || index >= int32_t(outputs.size())) {
       gk::fail(GK_OUT_OF_RANGE, schema.name + ": output index " + std::to_string(index) +
                                     " is out of range (the op has " +

@@ -20,6 +20,20 @@ gk_tensor_desc desc_of(const gk_tensor& t) {
   return d;
 }
 
+gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
+                      const gk_tensor_desc& d, void* data) {
+  auto* t = new gk_tensor();
+  t->runtime = std::move(runtime);
+  t->device = &device;
+  t->dtype = d.dtype;
+  t->ndim = d.ndim;
+  std::memcpy(t->shape, d.shape, sizeof(t->shape));
+  std::memcpy(t->strides, d.strides, sizeof(t->strides));
+  t->flags = d.flags;
+  t->data = data;
+  return t;
+}
+
 namespace {
 
 // Checks a caller's descriptor and returns it with explicit strides.
@@ -55,20 +69,6 @@ std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
     (reach < 0 ? lo : hi) += reach;
   }
   return {lo * size, (hi + 1) * size};
-}
-
-gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
-                      const gk_tensor_desc& d, void* data) {
-  auto* t = new gk_tensor();
-  t->runtime = std::move(runtime);
-  t->device = &device;
-  t->dtype = d.dtype;
-  t->ndim = d.ndim;
-  std::memcpy(t->shape, d.shape, sizeof(t->shape));
-  std::memcpy(t->strides, d.strides, sizeof(t->strides));
-  t->flags = d.flags;
-  t->data = data;
-  return t;
 }
 
 bool is_contiguous(const gk_tensor& t) {

@@ -18,17 +18,31 @@ std::string DispatchDecision::refusal_text(const std::string& op, const Device& 
 
 DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
                         const gk_kernel_args& args, bool every_candidate) {
-  std::vector<const PluginRecord*> listed;
+  // The listing plugins, highest priority first, in the order found among equals. On the
+  // stack for the usual handful of plugins, so a call allocates nothing here; sorted by
+  // insertion (stable, and std::stable_sort would allocate a buffer).
+  const std::string op_name = args.op;
+  constexpr size_t kInline = 32;
+  const PluginRecord* inline_listed[kInline];
+  std::vector<const PluginRecord*> heap_listed;
+  const size_t records = plugins.records().size();
+  if (records > kInline) heap_listed.resize(records);
+  const PluginRecord** listed = records > kInline ? heap_listed.data() : inline_listed;
+  size_t num_listed = 0;
   for (const auto& r : plugins.records()) {
-    if (r->manifest_ok && r->manifest.find_op(args.op)) listed.push_back(r.get());
+    if (!r->manifest_ok || !r->manifest.find_op(op_name)) continue;
+    size_t k = num_listed++;
+    while (k > 0 && listed[k - 1]->manifest.priority < r->manifest.priority) {
+      listed[k] = listed[k - 1];
+      --k;
+    }
+    listed[k] = r.get();
   }
-  std::stable_sort(listed.begin(), listed.end(), [](const PluginRecord* a, const PluginRecord* b) {
-    return a->manifest.priority > b->manifest.priority;
-  });
 
   DispatchDecision decision;
   int32_t dtype = args.num_inputs > 0 ? args.inputs[0].dtype : 0;
-  for (const PluginRecord* r : listed) {
+  for (size_t i = 0; i < num_listed; ++i) {
+    const PluginRecord* r = listed[i];
     DispatchCandidate c{r, false, ""};
     const Manifest& m = r->manifest;
     if (m.device != device.kind) {
@@ -42,7 +56,7 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
     } else if (!r->loaded) {
       c.reason = "not loaded: " + r->reason;
     } else {
-      const ManifestOp* op = m.find_op(args.op);
+      const ManifestOp* op = m.find_op(op_name);
       if (std::find(op->dtypes.begin(), op->dtypes.end(), dtype) == op->dtypes.end()) {
         std::string listed_dtypes;
         for (int32_t d : op->dtypes) listed_dtypes += (listed_dtypes.empty() ? "" : ", ") + std::string(dtype_name(d));
@@ -58,6 +72,8 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
           c.accepted = true;
           c.reason = decision.chosen ? "accepts, but a higher-priority plugin was chosen" : "chosen";
           if (!decision.chosen) decision.chosen = r;
+          // A call (not an explanation) reads only the choice: no candidate list to grow.
+          if (!every_candidate) break;
         } else {
           c.reason = std::string("declined: ") + (reason[0] ? reason : gk_status_name(s));
         }

@@ -28,7 +28,8 @@ struct DispatchDecision {
 };
 
 // With `every_candidate`, keeps asking after the choice (for explain); otherwise stops
-// at the first plugin that accepts.
+// at the first plugin that accepts, and `candidates` then holds only the plugins that
+// declined before it (every one of them when none accepts, for refusal_text).
 DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
                         const gk_kernel_args& args, bool every_candidate);
 

@@ -384,7 +384,7 @@ void OpCall::require_same_dtype(size_t i, size_t j) const {
 }
 
 void OpCall::require_same_shape(size_t i, size_t j) const {
-  if (dims(input(i)) == dims(input(j))) return;
+  if (same_shape(input(i), input(j))) return;
   fail_input(i, "has shape " + shape_text(input(i)) + "; expected " + shape_text(input(j)) +
                     ", the shape of " + input_name(j));
 }
@@ -448,7 +448,7 @@ const OpSchema& OpRegistry::get(std::string_view name) const {
 }
 
 std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
-                                              const std::vector<gk_tensor_desc>& inputs,
+                                              std::span<const gk_tensor_desc> inputs,
                                               const gk_attr* attrs, int32_t num_attrs) const {
   size_t max_inputs = schema.input_names.size();
   if (inputs.size() < schema.min_inputs || inputs.size() > max_inputs) {
@@ -497,8 +497,8 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
   return schema.infer(call);
 }
 
-void OpRegistry::validate(const OpSchema& schema, const std::vector<gk_tensor_desc>& inputs,
-                          const std::vector<gk_tensor_desc>& outputs, const gk_attr* attrs,
+void OpRegistry::validate(const OpSchema& schema, std::span<const gk_tensor_desc> inputs,
+                          std::span<const gk_tensor_desc> outputs, const gk_attr* attrs,
                           int32_t num_attrs) const {
   std::vector<gk_tensor_desc> expected = infer(schema, inputs, attrs, num_attrs);
   if (outputs.size() != expected.size()) {
@@ -507,9 +507,10 @@ void OpRegistry::validate(const OpSchema& schema, const std::vector<gk_tensor_de
   }
   OpCall call(schema.name, inputs, attrs, num_attrs, &schema.input_names);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string name = "output '" + schema.output_names[i] + "'";
-    if (dims(outputs[i]) != dims(expected[i])) {
-      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " has shape " +
+    // Built only for a message: a call that passes allocates no strings.
+    auto name_of = [&] { return "output '" + schema.output_names[i] + "'"; };
+    if (!same_shape(outputs[i], expected[i])) {
+      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name_of() + " has shape " +
                                     shape_text(outputs[i]) + "; expected " +
                                     shape_text(expected[i]));
     }
@@ -517,16 +518,16 @@ void OpRegistry::validate(const OpSchema& schema, const std::vector<gk_tensor_de
                         ? schema.accepts_output_dtype(call, i, outputs[i].dtype, expected[i].dtype)
                         : outputs[i].dtype == expected[i].dtype;
     if (!dtype_ok) {
-      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " has dtype " +
+      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name_of() + " has dtype " +
                                     dtype_name(outputs[i].dtype) + "; expected " +
                                     dtype_name(expected[i].dtype));
     }
     if (outputs[i].flags & GK_TENSOR_READ_ONLY) {
-      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " is read-only");
+      fail(GK_INVALID_ARGUMENT, schema.name + ": " + name_of() + " is read-only");
     }
     for (int32_t k = 0; k < outputs[i].ndim; ++k) {
       if (outputs[i].has_strides && outputs[i].strides[k] == 0 && outputs[i].shape[k] > 1) {
-        fail(GK_INVALID_ARGUMENT, schema.name + ": " + name + " has stride 0 on dimension " +
+        fail(GK_INVALID_ARGUMENT, schema.name + ": " + name_of() + " has stride 0 on dimension " +
                                       std::to_string(k) + " of size " +
                                       std::to_string(outputs[i].shape[k]) +
                                       ", so its elements would overlap");
@@ -541,6 +542,10 @@ std::string shape_text(const gk_tensor_desc& desc) {
   std::string out = "[";
   for (int32_t k = 0; k < desc.ndim; ++k) out += (k ? ", " : "") + std::to_string(desc.shape[k]);
   return out + "]";
+}
+
+bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b) {
+  return a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape);
 }
 
 int64_t numel(const gk_tensor_desc& desc) {

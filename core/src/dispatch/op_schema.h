@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,12 +14,13 @@
 
 namespace gk {
 
-// One call's inputs and attributes, with helpers that fail with the op's name.
+// One call's inputs and attributes, with helpers that fail with the op's name. Views the
+// caller's name and descriptors (no copies: it lives for one infer() or validate()).
 class OpCall {
  public:
-  OpCall(std::string_view op, std::vector<gk_tensor_desc> inputs, const gk_attr* attrs,
+  OpCall(const std::string& op, std::span<const gk_tensor_desc> inputs, const gk_attr* attrs,
          int32_t num_attrs, const std::vector<std::string>* input_names)
-      : op_(op), inputs_(std::move(inputs)), attrs_(attrs), num_attrs_(num_attrs),
+      : op_(op), inputs_(inputs), attrs_(attrs), num_attrs_(num_attrs),
         input_names_(input_names) {}
 
   const std::string& op() const { return op_; }
@@ -42,8 +44,8 @@ class OpCall {
   void require_same_shape(size_t i, size_t j) const;
 
  private:
-  std::string op_;
-  std::vector<gk_tensor_desc> inputs_;
+  const std::string& op_;
+  std::span<const gk_tensor_desc> inputs_;
   const gk_attr* attrs_;
   int32_t num_attrs_;
   const std::vector<std::string>* input_names_;
@@ -79,12 +81,24 @@ class OpRegistry {
   // Checks argument counts and attributes, then runs the op's rules: the outputs'
   // descriptors for these inputs.
   std::vector<gk_tensor_desc> infer(const OpSchema& schema,
-                                    const std::vector<gk_tensor_desc>& inputs,
+                                    std::span<const gk_tensor_desc> inputs,
                                     const gk_attr* attrs, int32_t num_attrs) const;
   // infer() and then checks that each given output matches what the op produces.
+  void validate(const OpSchema& schema, std::span<const gk_tensor_desc> inputs,
+                std::span<const gk_tensor_desc> outputs, const gk_attr* attrs,
+                int32_t num_attrs) const;
+  // The same for vectors (and braced lists of descriptors, which a span cannot take).
+  std::vector<gk_tensor_desc> infer(const OpSchema& schema,
+                                    const std::vector<gk_tensor_desc>& inputs,
+                                    const gk_attr* attrs, int32_t num_attrs) const {
+    return infer(schema, std::span<const gk_tensor_desc>(inputs), attrs, num_attrs);
+  }
   void validate(const OpSchema& schema, const std::vector<gk_tensor_desc>& inputs,
                 const std::vector<gk_tensor_desc>& outputs, const gk_attr* attrs,
-                int32_t num_attrs) const;
+                int32_t num_attrs) const {
+    validate(schema, std::span<const gk_tensor_desc>(inputs),
+             std::span<const gk_tensor_desc>(outputs), attrs, num_attrs);
+  }
 
  private:
   OpRegistry();
@@ -94,6 +108,8 @@ class OpRegistry {
 // "[2, 3, 4]".
 std::string shape_text(const gk_tensor_desc& desc);
 int64_t numel(const gk_tensor_desc& desc);
+// Whether two descriptors have the same ndim and shape.
+bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b);
 // A contiguous descriptor.
 gk_tensor_desc make_desc(int32_t dtype, const std::vector<int64_t>& shape);
 // Fills desc->strides with the contiguous strides when has_strides is 0.
