@@ -142,6 +142,8 @@ std::vector<gk_plugin_info> plugins_of(const gk_runtime* rt) {
 
 std::string sm_range(const gk_plugin_info& p) {
   if (p.device_kind != GK_DEVICE_KIND_CUDA) return "-";
+  if (p.sm_max >= 990) return sm_string(p.sm_min) + "+";  // "max: 999" means open-ended
+  if (p.sm_min == p.sm_max) return sm_string(p.sm_min);
   return sm_string(p.sm_min) + "-" + sm_string(p.sm_max);
 }
 

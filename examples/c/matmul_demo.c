@@ -37,22 +37,26 @@ static gk_tensor_desc matrix_desc(int64_t rows, int64_t cols) {
   return d;
 }
 
-/* Copies the "chosen" plugin name out of gk_explain's JSON into out ("(none)" if null). */
+/* Copies the "chosen" plugin name out of gk_explain's JSON into out ("(none)" if null).
+ * The key is the one followed by ':' — candidates also carry the value "chosen". */
 static void chosen_plugin(const char* json, char* out, size_t capacity) {
-  const char* key = strstr(json, "\"chosen\"");
+  const char* p = json;
   snprintf(out, capacity, "(none)");
-  if (!key) return;
-  const char* p = strchr(key + 8, ':');
-  if (!p) return;
-  ++p;
-  while (*p == ' ' || *p == '\t' || *p == '\n') ++p;
-  if (*p != '"') return;
-  ++p;
-  const char* end = strchr(p, '"');
-  if (!end) return;
-  size_t n = (size_t)(end - p) < capacity - 1 ? (size_t)(end - p) : capacity - 1;
-  memcpy(out, p, n);
-  out[n] = '\0';
+  while ((p = strstr(p, "\"chosen\"")) != NULL) {
+    p += 8;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
+    if (*p != ':') continue;
+    ++p;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
+    if (*p != '"') return; /* null: no plugin accepts */
+    ++p;
+    const char* end = strchr(p, '"');
+    if (!end) return;
+    size_t n = (size_t)(end - p) < capacity - 1 ? (size_t)(end - p) : capacity - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return;
+  }
 }
 
 static double now_ms(void) {
