@@ -11,11 +11,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
-BUILD=build-gpu
+# GPUKIT_GPU_BUILD puts the build elsewhere (e.g. outside a folder that is re-sent).
+BUILD=$(realpath -m "${GPUKIT_GPU_BUILD:-build-gpu}")
 # Everything is written to $LOGS; at the end it is packed into $OUT/gpu_run.tgz with the
 # summary beside it (the device tool returns only a few files).
 FINAL_OUT=${OUT:-}
-OUT=$PWD/$BUILD/out
+OUT=$BUILD/out
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
@@ -57,6 +58,9 @@ if [[ $STAGE == build || $STAGE == all ]]; then
     || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; note "build FAILED"; exit 1; }
   note "build: ok in $((SECONDS - t0)) s"
   $BUILD/bin/gpukit info > "$OUT/gpukit_info.txt" 2>&1; cat "$OUT/gpukit_info.txt"
+  $BUILD/bin/matmul_demo > "$OUT/matmul_demo.txt" 2>&1; cat "$OUT/matmul_demo.txt"
+  $BUILD/bin/gpukit explain matmul --device 1 --dtype bf16 > "$OUT/explain_matmul.txt" 2>&1
+  cat "$OUT/explain_matmul.txt"
 fi
 
 if [[ $STAGE == test || $STAGE == all ]]; then
@@ -77,13 +81,13 @@ if [[ $STAGE == test || $STAGE == all ]]; then
     done
   fi
   if [ -d tests/python ]; then
-    GPUKIT_BUILD_DIR=$PWD/$BUILD python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
+    GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
     note "pytest: $(tail -1 "$OUT/pytest.log")"
   fi
 fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
-  export GPUKIT_LIBRARY=$PWD/$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
+  export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
   export GPUKIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)
   export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
   python3 perf/harness.py "$OUT/harness" --per-plugin ${HARNESS_ARGS:-} > "$OUT/harness.log" 2>&1
