@@ -8,6 +8,8 @@
  *   2. The export alone: gk_tensor_to_dlpack_versioned + the deleter.
  *   3. A 1-element add: gk_op_call with the output allocated once up front.
  *   4. gk_op_output_desc for that add.
+ *   5. gk_tensor_create of a 1-element output + gk_tensor_release (the allocation an op
+ *      call from Python makes for its output).
  *
  *   bench_capi_dlpack [--device cpu|cuda] [--batches N] [--batch N]
  *
@@ -72,6 +74,18 @@ static void add_output_desc(bench* s) {
   memset(&d, 0, sizeof(d));
   d.struct_size = sizeof(d);
   check(gk_op_output_desc(s->runtime, "add", &s->add_args, 0, &d), "gk_op_output_desc");
+}
+
+static void create_release(bench* s) {
+  gk_tensor_desc d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.dtype = GK_DTYPE_F32;
+  d.ndim = 1;
+  d.shape[0] = 1;
+  gk_tensor* t = NULL;
+  check(gk_tensor_create(s->runtime, gk_tensor_device(s->a), &d, NULL, &t), "gk_tensor_create");
+  gk_tensor_release(t);
 }
 
 static void run_case(const char* name, void (*fn)(bench*), bench* s, int batches, int batch) {
@@ -163,6 +177,7 @@ int main(int argc, char** argv) {
   run_case("C: to_dlpack_versioned + deleter", export_only, &s, batches, batch);
   run_case("C: gk_op_call add, 1 element, output preallocated", add_call, &s, batches, batch);
   run_case("C: gk_op_output_desc add, 1 element", add_output_desc, &s, batches, batch);
+  run_case("C: gk_tensor_create [1] f32 + gk_tensor_release", create_release, &s, batches, batch);
 
   gk_tensor_release(s.big);
   gk_tensor_release(s.a);

@@ -1,6 +1,7 @@
 """GPUArray: a NumPy-like array over a gk_tensor, with DLPack exchange.
 
-Every op is one gk_op_call (outputs allocated from gk_op_output_desc). Views (slicing,
+Every op is one gk_op_call (outputs allocated from gk_op_output_desc, whose answers are
+cached: see _OUTPUT_CACHE). Views (slicing,
 reshape, .T) share memory: a view is gk_tensor_from_external over the base tensor's
 memory whose release callback is gk_tensor_release of a reference it holds to the base.
 """
@@ -79,8 +80,11 @@ _T_GK_TENSOR = ffi.typeof("gk_tensor**")
 _T_GK_TENSOR_ARRAY = ffi.typeof("gk_tensor*[]")
 _T_GK_TENSOR_DESC = ffi.typeof("gk_tensor_desc*")
 _T_INT64_T = ffi.typeof("int64_t[]")
+_T_DLMANAGEDTENSORVERSIONED_PTR = ffi.typeof("DLManagedTensorVersioned*")
 _SZ_GK_OP_ARGS = ffi.sizeof("gk_op_args")
 _SZ_GK_TENSOR_DESC = ffi.sizeof("gk_tensor_desc")
+_DLPACK_MAJOR = lib.DLPACK_MAJOR_VERSION
+_MAX_VERSION = (1, 1)  # the DLPack version we ask producers for
 
 
 def _gk_dtype(dtype) -> int:
@@ -166,21 +170,28 @@ def _attrs(attrs: dict):
     return arr, len(items), keep
 
 
-def _op_args(inputs, attrs, stream):
-    args = ffi.new(_T_GK_OP_ARGS)
-    args.struct_size = _SZ_GK_OP_ARGS
-    ins = ffi.new(_T_GK_TENSOR_ARRAY, [x._t for x in inputs])
-    args.inputs = ins
-    args.num_inputs = len(inputs)
-    attr_arr, n, keep = _attrs(attrs)
-    args.attrs = attr_arr
-    args.num_attrs = n
-    args.stream = stream.ptr if stream is not None else ffi.NULL
-    return args, (ins, attr_arr, keep)
+def _op_args(inputs, attrs, stream, num_outputs: int = 0):
+    """A gk_op_args for `inputs` with room for `num_outputs` output pointers after them
+    (args.outputs, filled by the caller). Returns (args, tensors, keepalive)."""
+    n = len(inputs)
+    tensors = ffi.new(_T_GK_TENSOR_ARRAY, n + num_outputs)
+    tensors[0:n] = [x._t for x in inputs]
+    # Initialised in one call (struct_size, inputs, num_inputs, outputs, num_outputs; the
+    # rest zero): each field set from Python would cost a call of its own.
+    args = ffi.new(_T_GK_OP_ARGS, [_SZ_GK_OP_ARGS, tensors, n, tensors + n, num_outputs])
+    keep = None
+    if attrs:  # no attributes: attrs stays NULL, which gk_op_args allows for num_attrs 0
+        attr_arr, count, keep = _attrs(attrs)
+        args.attrs = attr_arr
+        args.num_attrs = count
+        keep = (attr_arr, keep)
+    if stream is not None:
+        args.stream = stream.ptr
+    return args, tensors, keep
 
 
 def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
-    args, keep = _op_args(inputs, attrs, None)
+    args, _tensors, _keep = _op_args(inputs, attrs, None)
     out = []
     for i in range(count):
         d = ffi.new(_T_GK_TENSOR_DESC)
@@ -190,27 +201,59 @@ def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
     return out
 
 
+# The outputs' descriptors for (op, attributes, inputs' dtype/shape/strides/flags, count),
+# as gk_op_output_desc answered them, with what the created outputs looked like. The
+# runtime gives the same answer to the same question, so a repeated call skips asking
+# it. The package holds no op rules: every entry is the library's own answer, and
+# gk_op_call still checks every call. Bounded: cleared when full.
+_OUTPUT_CACHE: dict = {}
+_OUTPUT_CACHE_MAX = 4096
+
+
+def _attrs_key(attrs: dict):
+    """A hashable key for an attribute dict; the value's type is part of it (1, 1.0 and
+    True are equal in Python but INT, FLOAT and INT attributes in C)."""
+    if not attrs:
+        return ()
+    return tuple((k, type(v), tuple(v) if isinstance(v, (list, tuple)) else v)
+                 for k, v in attrs.items())
+
+
 def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
     """Runs op `name` once through gk_op_call; allocates outputs unless `out` is given."""
-    attrs = attrs or {}
     x0 = inputs[0]
     rt = x0._rt
-    args, keep = _op_args(inputs, attrs, stream)
     bname = name.encode()
-    if out is None:
-        outs = []
-        for i in range(num_outputs):
-            d = ffi.new(_T_GK_TENSOR_DESC)
-            d.struct_size = _SZ_GK_TENSOR_DESC
-            check(lib.gk_op_output_desc(rt.ptr, bname, args, i, d))
-            d.flags = 0  # outputs are ours, never read-only
-            outs.append(GPUArray._create(rt, x0._device, d, stream))
-    else:
+    if out is not None:
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    out_ptrs = ffi.new(_T_GK_TENSOR_ARRAY, [o._t for o in outs])
-    args.outputs = out_ptrs
-    args.num_outputs = len(outs)
-    check(lib.gk_op_call(rt.ptr, bname, args))
+        num_outputs = len(outs)
+    args, tensors, keep = _op_args(inputs, attrs, stream, num_outputs)
+    if out is None:
+        try:
+            key = (name, _attrs_key(attrs), num_outputs, tuple([x._meta for x in inputs]))
+            cached = _OUTPUT_CACHE.get(key)
+        except TypeError:  # an attribute value that cannot be hashed: ask every time
+            key, cached = None, None
+        if cached is None:
+            cached = []
+            for i in range(num_outputs):
+                d = ffi.new(_T_GK_TENSOR_DESC)
+                d.struct_size = _SZ_GK_TENSOR_DESC
+                check(lib.gk_op_output_desc(rt._ptr, bname, args, i, d))
+                d.flags = 0  # outputs are ours, never read-only
+                cached.append((d, GPUArray._create(rt, x0._device, d, stream)))
+            outs = [o for _d, o in cached]
+            if key is not None:
+                if len(_OUTPUT_CACHE) >= _OUTPUT_CACHE_MAX:
+                    _OUTPUT_CACHE.clear()
+                _OUTPUT_CACHE[key] = [(d, o._meta) for d, o in cached]
+        else:
+            outs = [GPUArray._create(rt, x0._device, d, stream, meta) for d, meta in cached]
+    for i, o in enumerate(outs):
+        tensors[len(inputs) + i] = o._t
+    status = lib.gk_op_call(rt._ptr, bname, args)
+    if status != 0:
+        check(status)
     for o in outs:
         o._stream = stream
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -226,27 +269,39 @@ class GPUArray:
 
     # -- construction --------------------------------------------------------------
     @classmethod
-    def _wrap(cls, rt: Runtime, tensor_ptr, stream=None) -> "GPUArray":
+    def _wrap(cls, rt: Runtime, tensor_ptr, stream=None, device: Device | None = None,
+              meta=None) -> "GPUArray":
+        """An array owning one reference to `tensor_ptr`. `device` (when known) saves a
+        look-up; `meta` (dtype, shape, strides, flags), when the caller already has the
+        tensor's descriptor, saves gk_tensor_get_desc."""
         self = object.__new__(cls)
         self._rt = rt
         self._t = ffi.gc(tensor_ptr, lib.gk_tensor_release)
-        d = ffi.new(_T_GK_TENSOR_DESC)
-        d.struct_size = _SZ_GK_TENSOR_DESC
-        check(lib.gk_tensor_get_desc(self._t, d))
-        self._gk_dtype = d.dtype
-        self._shape = tuple(d.shape[i] for i in range(d.ndim))
-        self._strides = tuple(d.strides[i] for i in range(d.ndim))
-        self._flags = d.flags
-        self._device = rt.devices()[lib.gk_tensor_device(self._t)]
+        if meta is None:
+            d = ffi.new(_T_GK_TENSOR_DESC, [_SZ_GK_TENSOR_DESC])  # struct_size, rest zero
+            status = lib.gk_tensor_get_desc(self._t, d)
+            if status != 0:
+                check(status)
+            ndim = d.ndim
+            meta = (d.dtype, tuple(ffi.unpack(d.shape, ndim)),
+                    tuple(ffi.unpack(d.strides, ndim)), d.flags)
+        # _meta doubles as this array's part of an op's output-cache key.
+        self._meta = meta
+        self._gk_dtype, self._shape, self._strides, self._flags = meta
+        if device is None:
+            device = rt.devices()[lib.gk_tensor_device(self._t)]
+        self._device = device
         self._stream = stream
         return self
 
     @classmethod
-    def _create(cls, rt: Runtime, device: Device, desc, stream=None) -> "GPUArray":
+    def _create(cls, rt: Runtime, device: Device, desc, stream=None, meta=None) -> "GPUArray":
         out = ffi.new(_T_GK_TENSOR)
-        check(lib.gk_tensor_create(rt.ptr, device.id, desc,
-                                   stream.ptr if stream is not None else ffi.NULL, out))
-        return cls._wrap(rt, out[0], stream)
+        status = lib.gk_tensor_create(rt._ptr, device.id, desc,
+                                      stream.ptr if stream is not None else ffi.NULL, out)
+        if status != 0:
+            check(status)
+        return cls._wrap(rt, out[0], stream, device, meta)
 
     def _view(self, shape, strides, elem_offset: int = 0, gk_dtype=None) -> "GPUArray":
         """A view sharing this array's memory (holds a reference to its tensor)."""
@@ -579,6 +634,7 @@ class GPUArray:
         legacy default stream, 2: per-thread default, -1: no synchronisation, 0:
         refused); the consumer's stream waits for this array's producing stream."""
         src, copied = self, False
+        device = self._device
         if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
             if copy is False:
                 raise BufferError(f"dl_device {tuple(dl_device)} differs from the array's "
@@ -586,15 +642,18 @@ class GPUArray:
             src, copied = self.to_device(_device_from_dl(self._rt, dl_device)), True
         elif copy:
             src, copied = self.copy(), True
-        if src._device.is_cuda:
+        if src is not self:
+            device = src._device
+        if device.kind == "cuda":
             _sync_for_consumer(src, stream)
         elif stream is not None and stream != -1:
             raise BufferError(f"stream={stream!r} given for a cpu array; it must be None")
-        versioned = max_version is not None and tuple(max_version)[0] >= 1
-        if versioned:
+        if max_version is not None and max_version[0] >= 1:
             out = ffi.new(_T_DLMANAGEDTENSORVERSIONED)
             flags = lib.DLPACK_FLAG_BITMASK_IS_COPIED if copied else 0
-            check(lib.gk_tensor_to_dlpack_versioned(src._t, flags, out))
+            status = lib.gk_tensor_to_dlpack_versioned(src._t, flags, out)
+            if status != 0:
+                check(status)
             return _capsule.new(out[0], True)
         if src.readonly:
             raise BufferError("a read-only array cannot be exported as a legacy (unversioned) "
@@ -672,7 +731,7 @@ def _coerce_pair(a: GPUArray, other, true_divide=False):
         b = _scalar(other, dt if dt in _NP_TO_GK else a.dtype, a._device)
     else:
         b = asarray(other, device=a._device)
-    if b._device != a._device:
+    if b._device is not a._device and b._device != a._device:
         raise ValueError(f"operands are on different devices: {a._device} and {b._device}")
     if a._gk_dtype != b._gk_dtype:
         target = _gk_dtype(np.result_type(a.dtype, b.dtype))
@@ -734,35 +793,40 @@ def from_dlpack(x, *, device=None, copy=None) -> GPUArray:
     rt = _runtime()
     if not hasattr(x, "__dlpack_device__"):
         raise TypeError(f"{type(x).__name__} does not implement __dlpack_device__")
-    dl_device = tuple(int(v) for v in x.__dlpack_device__())
-    source = _device_from_dl(rt, dl_device)
-    target = _resolve(device, rt) if device is not None else source
-    if target != source and copy is False:
+    kind, dev_id = x.__dlpack_device__()
+    source = rt._dl_devices.get((kind, dev_id))
+    if source is None:
+        source = _device_from_dl(rt, (kind, dev_id))
+        rt._dl_devices[(int(kind), int(dev_id))] = source
+    target = source if device is None else _resolve(device, rt)
+    if target is not source and target != source and copy is False:
         raise BufferError(f"the producer's data is on {source}, {target} was asked and "
                           "copy=False")
-    stream = 1 if source.is_cuda else None  # our work runs on the legacy default stream
-    kwargs = {"stream": stream, "max_version": (1, 1)}
-    if copy is not None:
-        kwargs["copy"] = copy
+    stream = 1 if source.kind == "cuda" else None  # our work runs on the legacy default stream
     try:
-        capsule = x.__dlpack__(**kwargs)
+        if copy is None:
+            capsule = x.__dlpack__(stream=stream, max_version=_MAX_VERSION)
+        else:
+            capsule = x.__dlpack__(stream=stream, max_version=_MAX_VERSION, copy=copy)
     except TypeError:  # a producer that predates DLPack 1.0 keywords
         capsule = x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()
         if copy:
             capsule = _import_capsule(rt, capsule).copy()
             return capsule.to_device(target)
-    arr = capsule if isinstance(capsule, GPUArray) else _import_capsule(rt, capsule)
-    return arr.to_device(target) if target != source else arr
+    arr = capsule if isinstance(capsule, GPUArray) else _import_capsule(rt, capsule, source)
+    return arr.to_device(target) if target is not source and target != source else arr
 
 
-def _import_capsule(rt: Runtime, capsule) -> GPUArray:
+def _import_capsule(rt: Runtime, capsule, device: Device | None = None) -> GPUArray:
     out = ffi.new(_T_GK_TENSOR)
-    if _capsule.is_valid(capsule, _capsule.VERSIONED):
-        m = ffi.cast("DLManagedTensorVersioned*", _capsule.pointer(capsule, _capsule.VERSIONED))
-        if m.version.major != lib.DLPACK_MAJOR_VERSION:
+    address = _capsule.versioned_pointer(capsule)
+    if address is not None:
+        m = ffi.cast(_T_DLMANAGEDTENSORVERSIONED_PTR, address)
+        if m.version.major != _DLPACK_MAJOR:
             _capsule.mark_used(capsule, True)  # the import calls its deleter, as DLPack says
-        status = lib.gk_tensor_from_dlpack_versioned(rt.ptr, m, out)
-        check(status)
+        status = lib.gk_tensor_from_dlpack_versioned(rt._ptr, m, out)
+        if status != 0:
+            check(status)
         _capsule.mark_used(capsule, True)
     elif _capsule.is_valid(capsule, _capsule.LEGACY):
         m = ffi.cast("DLManagedTensor*", _capsule.pointer(capsule, _capsule.LEGACY))
@@ -770,7 +834,7 @@ def _import_capsule(rt: Runtime, capsule) -> GPUArray:
         _capsule.mark_used(capsule, False)
     else:
         raise BufferError(f"not an unconsumed DLPack capsule (name {_capsule.name_of(capsule)!r})")
-    return GPUArray._wrap(rt, out[0])
+    return GPUArray._wrap(rt, out[0], device=device)
 
 
 _wrapped_streams: dict = {}

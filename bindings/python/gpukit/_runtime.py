@@ -41,6 +41,7 @@ class Runtime:
         check(lib.gk_runtime_create(opts, out))
         self._ptr = ffi.gc(out[0], lib.gk_runtime_destroy)
         self._devices = None
+        self._dl_devices = {}  # (DLPack device type, id) -> Device, for from_dlpack
 
     @property
     def ptr(self):
