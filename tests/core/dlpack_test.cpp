@@ -2,6 +2,7 @@
 // strides, refusals that name the problem, and deleters called exactly once.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -287,6 +288,45 @@ TEST(DLPack, major_version_mismatch_calls_the_deleter) {
   EXPECT_EQ(gk_tensor_from_dlpack_versioned(rt.get(), &p.versioned, &t), GK_FAILED_PRECONDITION);
   EXPECT_NE(last_error().find("version 2.0"), std::string::npos) << last_error();
   EXPECT_EQ(p.deletes, 1);
+}
+
+TEST(DLPack, exported_evictable_memory_stays_resident_until_the_deleter_runs) {
+  RuntimePtr rt = make_runtime(test_options());
+  const uint64_t n = 2 << 20;
+  gk_alloc_args a{};
+  a.struct_size = sizeof(a);
+  a.size = n;
+  a.flags = GK_BUFFER_EVICTABLE;
+  gk_buffer* buffer = nullptr;
+  ASSERT_EQ(gk_buffer_alloc(rt.get(), &a, &buffer), GK_OK) << gk_last_error();
+  gk_tensor_desc d = desc(GK_DTYPE_U8, {int64_t(n)});
+  gk_tensor* t = nullptr;
+  ASSERT_EQ(gk_tensor_from_buffer(buffer, 0, &d, &t), GK_OK) << gk_last_error();
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(gk_tensor_to_dlpack_versioned(t, 0, &m), GK_OK) << gk_last_error();
+  std::memset(m->dl_tensor.data, 0x3c, n);  // the consumer writes through the raw pointer
+  // A budget that can only be met by spilling the exported buffer: it must not move.
+  gk_memory_stats s{};
+  s.struct_size = sizeof(s);
+  ASSERT_EQ(gk_memory_stats_get(rt.get(), 0, &s), GK_OK);
+  ASSERT_EQ(gk_memory_set_budget(rt.get(), 0, s.bytes_in_use), GK_OK);
+  gk_alloc_args more = a;
+  more.size = 4096;
+  more.flags = 0;
+  gk_buffer* other = nullptr;
+  EXPECT_EQ(gk_buffer_alloc(rt.get(), &more, &other), GK_RESOURCE_EXHAUSTED);
+  int32_t spilled = -1;
+  ASSERT_EQ(gk_buffer_is_spilled(buffer, &spilled), GK_OK);
+  EXPECT_EQ(spilled, 0) << "an exported buffer was spilled under the consumer";
+  EXPECT_EQ(static_cast<uint8_t*>(m->dl_tensor.data)[n - 1], 0x3c);
+  // Once the consumer is done, the buffer may be spilled again.
+  m->deleter(m);
+  EXPECT_EQ(gk_buffer_alloc(rt.get(), &more, &other), GK_OK) << gk_last_error();
+  ASSERT_EQ(gk_buffer_is_spilled(buffer, &spilled), GK_OK);
+  EXPECT_EQ(spilled, 1);
+  gk_tensor_release(t);
+  EXPECT_EQ(gk_buffer_free(other, nullptr), GK_OK);
+  EXPECT_EQ(gk_buffer_free(buffer, nullptr), GK_OK);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // producer's memory whose release callback calls the producer's deleter.
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "capi/capi_util.h"
@@ -178,9 +179,10 @@ gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* functio
   return d;
 }
 
-// Fills a DLTensor for `t`, pointing at shape and strides arrays the caller keeps.
-void fill_dl(const gk_tensor& t, int64_t* shape, int64_t* strides, DLTensor* out) {
-  out->data = t.data;
+// Fills a DLTensor for `t` at address `data`, pointing at shape and strides arrays the
+// caller keeps.
+void fill_dl(const gk_tensor& t, void* data, int64_t* shape, int64_t* strides, DLTensor* out) {
+  out->data = data;
   if (t.device->is_cuda()) {
     out->device.device_type = kDLCUDA;
     out->device.device_id = t.device->ordinal;
@@ -206,10 +208,21 @@ struct Export {
   int64_t shape[GK_MAX_DIMS] = {};
   int64_t strides[GK_MAX_DIMS] = {};
   gk_tensor* tensor = nullptr;
+  Allocation* pinned = nullptr;  // evictable memory stays resident while exported
+
+  // The address to export: evictable memory is restored (if spilled) and pinned, since
+  // the consumer keeps the raw pointer until it calls the deleter.
+  void* address() {
+    if (!tensor->allocation || !tensor->allocation->evictable()) return tensor->data;
+    void* base = tensor->allocation->locate(nullptr, true);
+    pinned = tensor->allocation.get();
+    return static_cast<char*>(base) + tensor->data_offset;
+  }
 
   static void deleter(Managed* self) {
     if (!self) return;
     auto* e = static_cast<Export*>(self->manager_ctx);
+    if (e->pinned) e->pinned->unpin();
     gk_tensor_release(e->tensor);
     delete e;
   }
@@ -256,17 +269,17 @@ GK_API gk_status gk_tensor_to_dlpack_versioned(gk_tensor* tensor, uint64_t flags
       }() + " hold bits other than READ_ONLY (0x1) and IS_COPIED (0x2)");
     }
     using E = gk::Export<DLManagedTensorVersioned>;
-    auto* e = new E();
-    gk::fill_dl(*tensor, e->shape, e->strides, &e->managed.dl_tensor);
+    auto e = std::make_unique<E>();
+    e->tensor = tensor;
+    gk::fill_dl(*tensor, e->address(), e->shape, e->strides, &e->managed.dl_tensor);
     e->managed.version.major = DLPACK_MAJOR_VERSION;
     e->managed.version.minor = DLPACK_MINOR_VERSION;
-    e->managed.manager_ctx = e;
+    e->managed.manager_ctx = e.get();
     e->managed.deleter = &E::deleter;
     e->managed.flags = flags;
     if (tensor->flags & GK_TENSOR_READ_ONLY) e->managed.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     gk_tensor_retain(tensor);
-    e->tensor = tensor;
-    *out = &e->managed;
+    *out = &e.release()->managed;
   });
 }
 
@@ -281,13 +294,13 @@ GK_API gk_status gk_tensor_to_dlpack(gk_tensor* tensor, DLManagedTensor** out) {
                                  "say so; use gk_tensor_to_dlpack_versioned");
     }
     using E = gk::Export<DLManagedTensor>;
-    auto* e = new E();
-    gk::fill_dl(*tensor, e->shape, e->strides, &e->managed.dl_tensor);
-    e->managed.manager_ctx = e;
+    auto e = std::make_unique<E>();
+    e->tensor = tensor;
+    gk::fill_dl(*tensor, e->address(), e->shape, e->strides, &e->managed.dl_tensor);
+    e->managed.manager_ctx = e.get();
     e->managed.deleter = &E::deleter;
     gk_tensor_retain(tensor);
-    e->tensor = tensor;
-    *out = &e->managed;
+    *out = &e.release()->managed;
   });
 }
 
