@@ -278,8 +278,9 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
 def served_by(b: Bench) -> str:
     x = b.make()
     descs = [gpukit.from_dlpack(t) for t in x]
+    outs = [gpukit.from_dlpack(t) for t in b.out_like(x)]
     try:
-        return gpukit.explain(b.op, *descs, **b.attrs).get("chosen") or "none"
+        return gpukit.explain(b.op, *descs, outputs=outs, **b.attrs).get("chosen") or "none"
     except Exception as e:  # explain is informative only
         return f"? ({e})"
 
@@ -288,14 +289,14 @@ def markdown(rows, meta) -> str:
     lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
              f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time / "
              "ours (above 1: ours is faster). Errors: relative Frobenius vs float64.", "",
-             "| family | benchmark | served by | peer ms | ours ms | ratio | ours TFLOP/s or GB/s (% copy) | ours err | peer err | ours max abs |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| family | benchmark | dtype | served by | peer ms | ours ms | ratio | ours TFLOP/s or GB/s (% copy) | ours err | peer err | ours max abs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "ours_tflops" in r:
             rate = f"{r['ours_tflops']:.1f} TFLOP/s (peer {r['peer_tflops']:.1f})"
         else:
             rate = f"{r['ours_gbs']:.0f} GB/s ({100 * r['ours_copy_fraction']:.0f}%; peer {r['peer_gbs']:.0f})"
-        lines.append(f"| {r['family']} | {r['name']} | {r['served_by']} | {r['peer_ms']:.4f} | "
+        lines.append(f"| {r['family']} | {r['name']} | {r['dtype']} | {r['served_by']} | {r['peer_ms']:.4f} | "
                      f"{r['ours_ms']:.4f} | {r['ratio']:.3f} | {rate} | "
                      f"{r['ours_error']['rel_fro']:.2e} | {r['peer_error']['rel_fro']:.2e} | "
                      f"{r['ours_error']['max_abs']:.2e} |")
