@@ -72,11 +72,8 @@ static const gk_plugin_api kAcmeApi = {
 
 GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                            const gk_plugin_api** api) {
-  if (GK_PLUGIN_ABI_VERSION < host->abi_min || GK_PLUGIN_ABI_VERSION > host->abi_max) {
-    host->report_error(host->host_context,
-                       "acme_relu implements plugin ABI 1.0, outside the host's range");
-    return GK_FAILED_PRECONDITION;
-  }
+  gk_status status = gk_plugin_check_host(host, "acme_relu");
+  if (status != GK_OK) return status;
   *api = &kAcmeApi;
   return GK_OK;
 }

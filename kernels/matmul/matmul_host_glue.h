@@ -13,19 +13,6 @@
 namespace gk::matmul {
 
 // The entry's half of version negotiation: accept only if the host takes our ABI.
-inline gk_status negotiate_abi(const gk_host_services* host, const char* plugin) {
-  if (!host || host->struct_size < GK_HOST_SERVICES_SIZE) return GK_FAILED_PRECONDITION;
-  if (GK_PLUGIN_ABI_VERSION < host->abi_min || GK_PLUGIN_ABI_VERSION > host->abi_max) {
-    const std::string msg = std::string(plugin) + " implements plugin ABI " +
-                            std::to_string(GK_PLUGIN_ABI_VERSION_MAJOR) + "." +
-                            std::to_string(GK_PLUGIN_ABI_VERSION_MINOR) +
-                            ", outside the host's accepted range";
-    host->report_error(host->host_context, msg.c_str());
-    return GK_FAILED_PRECONDITION;
-  }
-  return GK_OK;
-}
-
 inline void report(const gk_host_services* host, const std::string& msg) {
   if (host && host->report_error) host->report_error(host->host_context, msg.c_str());
 }

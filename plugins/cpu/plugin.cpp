@@ -29,10 +29,6 @@ void report_error(const gk_host_services* host, const std::string& message) {
   }
 }
 
-std::string version_string(uint32_t version) {
-  return cat(GK_VERSION_MAJOR(version), '.', GK_VERSION_MINOR(version));
-}
-
 const OpDef* find_op(const char* name) {
   for (auto family :
        {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(), matmul_ops()}) {
@@ -199,18 +195,9 @@ const gk_plugin_api kApi = {
 extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                                       const gk_plugin_api** api) {
   try {
-    if (host == nullptr || api == nullptr) return GK_INVALID_ARGUMENT;
-    if (host->struct_size < GK_STRUCT_SIZE(gk_host_services, abi_max)) {
-      return GK_FAILED_PRECONDITION;
-    }
-    const uint32_t version = GK_PLUGIN_ABI_VERSION;
-    if (version < host->abi_min || version > host->abi_max) {
-      gk::cpu::report_error(
-          host, gk::cpu::cat("cpu plugin implements plugin ABI ", gk::cpu::version_string(version),
-                             ", outside the host's range ", gk::cpu::version_string(host->abi_min),
-                             " .. ", gk::cpu::version_string(host->abi_max)));
-      return GK_FAILED_PRECONDITION;
-    }
+    if (api == nullptr) return GK_INVALID_ARGUMENT;
+    const gk_status status = gk_plugin_check_host(host, "cpu plugin");
+    if (status != GK_OK) return status;
     *api = &gk::cpu::kApi;
     return GK_OK;
   } catch (...) {

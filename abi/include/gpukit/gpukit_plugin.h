@@ -22,6 +22,7 @@
 #ifndef GPUKIT_GPUKIT_PLUGIN_H_
 #define GPUKIT_GPUKIT_PLUGIN_H_
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gpukit.h"
@@ -166,6 +167,28 @@ typedef gk_status (*gk_plugin_entry_fn)(const gk_host_services* host,
 /* ---------------------------------------------------------------------------------
  * Helpers for plugin authors (header-only).
  * ------------------------------------------------------------------------------- */
+
+/* The version check every gk_plugin_entry starts with: GK_OK when the host accepts the
+ * plugin ABI this header implements (GK_PLUGIN_ABI_VERSION); otherwise it reports the
+ * plugin's version and the host's range through host->report_error (naming `plugin`) and
+ * returns the status the entry should return. */
+static inline gk_status gk_plugin_check_host(const gk_host_services* host, const char* plugin) {
+  char message[192];
+  if (!host) return GK_INVALID_ARGUMENT;
+  if (host->struct_size < GK_STRUCT_SIZE(gk_host_services, report_error)) {
+    return GK_FAILED_PRECONDITION;
+  }
+  if (GK_PLUGIN_ABI_VERSION >= host->abi_min && GK_PLUGIN_ABI_VERSION <= host->abi_max) {
+    return GK_OK;
+  }
+  snprintf(message, sizeof(message),
+           "%s implements plugin ABI %u.%u, outside the host's range %u.%u .. %u.%u", plugin,
+           (unsigned)GK_PLUGIN_ABI_VERSION_MAJOR, (unsigned)GK_PLUGIN_ABI_VERSION_MINOR,
+           (unsigned)GK_VERSION_MAJOR(host->abi_min), (unsigned)GK_VERSION_MINOR(host->abi_min),
+           (unsigned)GK_VERSION_MAJOR(host->abi_max), (unsigned)GK_VERSION_MINOR(host->abi_max));
+  if (host->report_error) host->report_error(host->host_context, message);
+  return GK_FAILED_PRECONDITION;
+}
 
 /* The attribute called `name`, or NULL. */
 static inline const gk_attr* gk_find_attr(const gk_kernel_args* args, const char* name) {
