@@ -47,13 +47,14 @@ constexpr int kChunkTpr = 512;
 constexpr int kChunkE = 32;
 static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
 
-// Loads x (+ residual) for one row or chunk into v; writes sum for add_*.
-template <typename T, int kTpr, int kE, bool kVec>
+// Loads x (+ residual) for one row or chunk into v; writes sum for add_*. With kRes
+// false the residual code is not compiled in (it doubles the row's registers).
+template <typename T, int kTpr, int kE, bool kVec, bool kRes = true>
 __device__ __forceinline__ void load_input(const NormParams& p, int64_t row, int64_t begin,
                                            int64_t len, int t, float (&v)[kE]) {
   const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]) + begin;
   rows::load_row<T, kTpr, kE, kVec>(x, len, t, 0.0f, v);
-  if (p.res != nullptr) {
+  if (kRes && p.res != nullptr) {
     const T* r = static_cast<const T*>(p.res) + offset_of(row, p.ops.outer, p.ops.stride[2]) + begin;
     float rv[kE];
     rows::load_row<T, kTpr, kE, kVec>(r, len, t, 0.0f, rv);
@@ -105,7 +106,7 @@ __device__ __forceinline__ void write_output(const NormParams& p, int64_t row, i
   rows::store_row<T, kTpr, kE, kVec>(out, len, t, v);
 }
 
-template <typename T, int kTpr, int kE, bool kVec>
+template <typename T, int kTpr, int kE, bool kVec, bool kRes>
 __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(NormParams p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
   __shared__ float scratch[32];
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(Norm
     const int64_t row = row0 + threadIdx.x / kTpr;
     if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
     float v[kE];
-    load_input<T, kTpr, kE, kVec>(p, row, 0, p.k, t, v);
+    load_input<T, kTpr, kE, kVec, kRes>(p, row, 0, p.k, t, v);
     float mean = 0.0f, sq = 0.0f;
     if (!p.rms) {
       float s = 0.0f;
@@ -320,10 +321,17 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
     constexpr int kE = decltype(e)::value;
     constexpr int kThreads = block_threads<kTpr>();
     const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
-    if (vec) {
-      norm_cached_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+    // Residual (add_*) and plain norms are separate kernels: the plain one then holds
+    // one row slice in registers instead of two (ptxas, bf16 [*,4096]: 116 registers,
+    // 4 blocks of 128 per SM, for both).
+    if (vec && p.res) {
+      norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
+    } else if (vec) {
+      norm_cached_kernel<T, kTpr, kE, true, false><<<grid, kThreads, 0, stream>>>(p);
+    } else if (p.res) {
+      norm_cached_kernel<T, kTpr, kE, false, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
-      norm_cached_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+      norm_cached_kernel<T, kTpr, kE, false, false><<<grid, kThreads, 0, stream>>>(p);
     }
     return cudaGetLastError();
   });

@@ -9,6 +9,8 @@ namespace gk::kernels::reductions::tuning {
 // Elementwise: threads per block and 16-byte vectors per thread per tile. 4 vectors
 // in flight per operand per thread keeps ≥ 32 KB in flight per SM at 8 blocks/SM.
 // H100: see docs/kernels/reductions.md "Measured" for the run these came from.
+// The contiguous elementwise kernel uses 2 per thread for two 16-bit inputs (register
+// budget under its 4-blocks-per-SM cap, ptxas); NOT yet re-measured on the GPU.
 inline constexpr int kEwThreads = 256;
 inline constexpr int kEwVectorsPerThread = 4;
 
@@ -19,6 +21,9 @@ inline constexpr int kWarpRowMax = 1024;
 // Blocks wanted in flight for a split reduction: 4 per SM on a 132-SM H100. The
 // value is a constant, not read from the device, so the split (and so the result
 // bits) depends only on the shape.
+// Caveat (ptxas): reduce_row_kernel bf16 sum uses 76 registers, so only 3 blocks of 256
+// fit per SM and a 525-block split runs as 396 + a tail of 129. Capping at 64 registers
+// spilled 16 bytes; left open.
 inline constexpr int kTargetBlocks = 528;
 // A split never makes chunks smaller than this many elements (2 tiles of 256×16B
 // vectors for f32), so each block streams long enough to hide its start-up.
