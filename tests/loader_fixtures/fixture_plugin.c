@@ -5,6 +5,8 @@
  *   FX_MODE_NO_ENTRY   exports a misspelled entry symbol only
  *   FX_MODE_WRONG_ABI  answers with plugin ABI version 99.0
  *   FX_MODE_INIT_FAILS init reports "fixture init failure" and fails
+ *   FX_MODE_UNDEFINED  needs gk_fixture_symbol_nobody_defines, which no library has, so
+ *                      loading with immediate binding fails naming it
  */
 #include <gpukit/gpukit_plugin.h>
 
@@ -15,6 +17,7 @@
 #define FX_MODE_NO_ENTRY 1
 #define FX_MODE_WRONG_ABI 2
 #define FX_MODE_INIT_FAILS 3
+#define FX_MODE_UNDEFINED 4
 
 #ifndef FX_NAME
 #error "FX_NAME must be defined"
@@ -23,8 +26,15 @@
 #define FX_MODE FX_MODE_VALID
 #endif
 
+#if FX_MODE == FX_MODE_UNDEFINED
+void gk_fixture_symbol_nobody_defines(void);
+#endif
+
 static gk_status fx_init(const gk_host_services* host, void** state) {
   *state = NULL;
+#if FX_MODE == FX_MODE_UNDEFINED
+  gk_fixture_symbol_nobody_defines();
+#endif
 #if FX_MODE == FX_MODE_INIT_FAILS
   host->report_error(host->host_context, "fixture init failure");
   return GK_INTERNAL;

@@ -164,6 +164,7 @@ const Broken kBroken[] = {
     {"fx_wrong_abi.yaml", {{"abi", true}}},
     {"fx_manifest_abi.yaml", {{"abi", true}}},
     {"fx_init_fails.yaml", {{"init"}}},
+    {"fx_undefined_symbol.yaml", {{"undefined symbol: gk_fixture_symbol_nobody_defines"}}},
     // With CUDA devices the range excludes them all ("SM 100-120 matches no device");
     // without any, the cause is that there is no CUDA device.
     {"fx_cuda_future.yaml", {{"sm", true}, {"cuda device"}}},
