@@ -9,7 +9,9 @@
  *   3. A 1-element add: gk_op_call with the output allocated once up front.
  *   4. gk_op_output_desc for that add.
  *   5. gk_tensor_create of a 1-element output + gk_tensor_release (the allocation an op
- *      call from Python makes for its output).
+ *      call from Python made for its output before ABI 1.2).
+ *   6. A 1-element add through gk_op_call_alloc (ABI 1.2: creates the output and runs the
+ *      op, what an op call from Python makes now) + gk_tensor_release of the output.
  *
  *   bench_capi_dlpack [--device cpu|cuda] [--batches N] [--batch N]
  *
@@ -74,6 +76,12 @@ static void add_output_desc(bench* s) {
   memset(&d, 0, sizeof(d));
   d.struct_size = sizeof(d);
   check(gk_op_output_desc(s->runtime, "add", &s->add_args, 0, &d), "gk_op_output_desc");
+}
+
+static void add_call_alloc(bench* s) {
+  gk_tensor* out = NULL;
+  check(gk_op_call_alloc(s->runtime, "add", &s->add_args, 1, &out, NULL), "gk_op_call_alloc");
+  gk_tensor_release(out);
 }
 
 static void create_release(bench* s) {
@@ -178,6 +186,8 @@ int main(int argc, char** argv) {
   run_case("C: gk_op_call add, 1 element, output preallocated", add_call, &s, batches, batch);
   run_case("C: gk_op_output_desc add, 1 element", add_output_desc, &s, batches, batch);
   run_case("C: gk_tensor_create [1] f32 + gk_tensor_release", create_release, &s, batches, batch);
+  run_case("C: gk_op_call_alloc add, 1 element + gk_tensor_release", add_call_alloc, &s, batches,
+           batch);
 
   gk_tensor_release(s.big);
   gk_tensor_release(s.a);

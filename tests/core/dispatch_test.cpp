@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -190,6 +191,116 @@ TEST(Dispatch, concurrent_calls_from_several_threads_are_correct) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+
+// gk_op_call_alloc (ABI 1.2): outputs created and the op run in one call.
+gk_status call_alloc(gk_runtime* rt, const char* op, std::vector<gk_tensor*> inputs,
+                     int32_t num_outputs, gk_tensor** out, gk_tensor_desc* out_descs = nullptr) {
+  gk_op_args a{};
+  a.struct_size = sizeof(a);
+  a.inputs = inputs.data();
+  a.num_inputs = int32_t(inputs.size());
+  return gk_op_call_alloc(rt, op, &a, num_outputs, out, out_descs);
+}
+
+uint64_t bytes_in_use(gk_runtime* rt) {
+  gk_memory_stats s{};
+  s.struct_size = sizeof(s);
+  EXPECT_EQ(gk_memory_stats_get(rt, 0, &s), GK_OK) << gk_last_error();
+  return s.bytes_in_use;
+}
+
+TEST(Dispatch, call_alloc_creates_the_broadcast_output_and_runs_add) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
+  TensorPtr b = tensor_from(rt.get(), {10, 20, 30}, {3});
+  gk_tensor* out = nullptr;
+  gk_tensor_desc d{};
+  d.struct_size = sizeof(d);
+  ASSERT_EQ(call_alloc(rt.get(), "add", {a.get(), b.get()}, 1, &out, &d), GK_OK) << last_error();
+  TensorPtr c(out);
+  EXPECT_EQ(read_f32(c.get(), 6), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(gk_tensor_device(c.get()), 0);
+  EXPECT_EQ(d.struct_size, sizeof(d));
+  EXPECT_EQ(d.dtype, GK_DTYPE_F32);
+  ASSERT_EQ(d.ndim, 2);
+  EXPECT_EQ(d.shape[0], 2);
+  EXPECT_EQ(d.shape[1], 3);
+  EXPECT_EQ(d.has_strides, 1);
+  EXPECT_EQ(d.strides[0], 3);
+  EXPECT_EQ(d.strides[1], 1);
+  EXPECT_EQ(d.flags, 0u);
+  gk_tensor_desc got{};
+  got.struct_size = sizeof(got);
+  ASSERT_EQ(gk_tensor_get_desc(c.get(), &got), GK_OK);
+  EXPECT_EQ(std::memcmp(&got, &d, sizeof(d)), 0);
+}
+
+TEST(Dispatch, call_alloc_matches_output_desc_for_a_reduction_without_out_descs) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
+  int64_t axes[1] = {1};
+  gk_attr attr{};
+  attr.name = "axes";
+  attr.type = GK_ATTR_INTS;
+  attr.count = 1;
+  attr.value.ints = axes;
+  gk_tensor* inputs[1] = {a.get()};
+  gk_op_args args{};
+  args.struct_size = sizeof(args);
+  args.inputs = inputs;
+  args.num_inputs = 1;
+  args.attrs = &attr;
+  args.num_attrs = 1;
+  gk_tensor_desc expected{};
+  expected.struct_size = sizeof(expected);
+  ASSERT_EQ(gk_op_output_desc(rt.get(), "sum", &args, 0, &expected), GK_OK) << last_error();
+  gk_tensor* out = nullptr;
+  ASSERT_EQ(gk_op_call_alloc(rt.get(), "sum", &args, 1, &out, nullptr), GK_OK) << last_error();
+  TensorPtr c(out);
+  gk_tensor_desc got{};
+  got.struct_size = sizeof(got);
+  ASSERT_EQ(gk_tensor_get_desc(c.get(), &got), GK_OK);
+  ASSERT_EQ(got.ndim, expected.ndim);
+  for (int32_t k = 0; k < got.ndim; ++k) EXPECT_EQ(got.shape[k], expected.shape[k]);
+  EXPECT_EQ(read_f32(c.get(), 2), (std::vector<float>{6, 15}));
+}
+
+TEST(Dispatch, call_alloc_refuses_bad_inputs_and_creates_nothing) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  TensorPtr b = make_tensor(rt.get(), GK_DTYPE_F32, {4});
+  uint64_t before = bytes_in_use(rt.get());
+  gk_tensor* sentinel = reinterpret_cast<gk_tensor*>(uintptr_t(0x1));
+  gk_tensor* out = sentinel;
+  EXPECT_EQ(call_alloc(rt.get(), "add", {a.get(), b.get()}, 1, &out), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("add: input 'b'"), std::string::npos) << last_error();
+  EXPECT_EQ(out, sentinel);
+  // The op has one output.
+  gk_tensor* outs[2] = {sentinel, sentinel};
+  EXPECT_EQ(call_alloc(rt.get(), "add", {a.get(), a.get()}, 2, outs), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("2 outputs asked; the op has 1"), std::string::npos)
+      << last_error();
+  EXPECT_EQ(outs[0], sentinel);
+  EXPECT_EQ(call_alloc(rt.get(), "add", {a.get(), a.get()}, 1, nullptr), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(call_alloc(rt.get(), "no_such_op", {a.get()}, 1, &out), GK_NOT_FOUND);
+  EXPECT_EQ(out, sentinel);
+  EXPECT_EQ(bytes_in_use(rt.get()), before);
+}
+
+TEST(Dispatch, call_alloc_releases_its_outputs_when_no_plugin_accepts) {
+  gk_runtime_options o = test_options();
+  o.plugins_disable = "cp*";
+  RuntimePtr rt = make_runtime(o);
+  TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
+  uint64_t before = bytes_in_use(rt.get());
+  gk_tensor* sentinel = reinterpret_cast<gk_tensor*>(uintptr_t(0x1));
+  gk_tensor* out = sentinel;
+  EXPECT_EQ(call_alloc(rt.get(), "neg", {a.get()}, 1, &out), GK_UNIMPLEMENTED);
+  EXPECT_NE(last_error().find("no plugin accepts"), std::string::npos) << last_error();
+  EXPECT_EQ(out, sentinel);
+  EXPECT_EQ(bytes_in_use(rt.get()), before);
 }
 
 }  // namespace

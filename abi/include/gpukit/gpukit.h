@@ -39,7 +39,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 1
+#define GK_ABI_VERSION_MINOR 2
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
@@ -574,6 +574,25 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
 /* The same as `gpukit info --json`: versions, devices and plugins. The caller frees
  * *out_json with gk_string_free. */
 GK_API gk_status gk_runtime_info_json(gk_runtime* runtime, char** out_json);
+
+/* ---------------------------------------------------------------------------------
+ * Ops, ABI 1.2
+ * ------------------------------------------------------------------------------- */
+
+/* Runs op `name` like gk_op_call, on outputs it creates: infers the outputs' descriptors
+ * as gk_op_output_desc does, creates each as a new contiguous, writable tensor on the
+ * device of the inputs (the cpu device when there are none), allocated in args->stream's
+ * order, and runs the op on args->stream. args->outputs and args->num_outputs are ignored.
+ * `num_outputs` must equal the op's number of outputs (INVALID_ARGUMENT otherwise). On
+ * success out_tensors[0 .. num_outputs-1] receive one reference each (the caller releases
+ * them with gk_tensor_release) and, when `out_descs` is not NULL, out_descs[i] receives
+ * output i's descriptor (strides explicit); the caller sets out_descs[0].struct_size, and
+ * the elements lie that many bytes apart (sizeof(gk_tensor_desc) of the caller's header).
+ * On failure nothing is created and neither array is written. Errors are those of
+ * gk_op_output_desc and gk_op_call. Any thread. */
+GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const gk_op_args* args,
+                                  int32_t num_outputs, gk_tensor** out_tensors,
+                                  gk_tensor_desc* out_descs);
 
 #ifdef __cplusplus
 } /* extern "C" */

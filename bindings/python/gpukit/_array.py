@@ -1,8 +1,7 @@
 """GPUArray: a NumPy-like array over a gk_tensor, with DLPack exchange.
 
-Every op is one gk_op_call (outputs allocated from gk_op_output_desc, whose answers are
-cached: see _OUTPUT_CACHE). Views (slicing,
-reshape, .T) share memory: a view is gk_tensor_from_external over the base tensor's
+Every op is one C call: gk_op_call_alloc, which creates the outputs and runs the op, or
+gk_op_call when the caller gives `out`. Views (slicing, reshape, .T) share memory: a view is gk_tensor_from_external over the base tensor's
 memory whose release callback is gk_tensor_release of a reference it holds to the base.
 """
 from __future__ import annotations
@@ -11,6 +10,7 @@ import builtins as _b
 import enum
 import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -83,7 +83,20 @@ _T_INT64_T = ffi.typeof("int64_t[]")
 _T_DLMANAGEDTENSORVERSIONED_PTR = ffi.typeof("DLManagedTensorVersioned*")
 _SZ_GK_OP_ARGS = ffi.sizeof("gk_op_args")
 _SZ_GK_TENSOR_DESC = ffi.sizeof("gk_tensor_desc")
+_NULL = ffi.NULL
+# cffi's backend entry points: ffi.new / ffi.cast are Python wrappers around them (one
+# Python call each on the hot paths below).
+_newp = ffi._backend.newp
+_cast = ffi._backend.cast
+_release = lib.gk_tensor_release
+# The attributes GPUArray reads from its tensor's descriptor on first use (see __getattr__).
+_META_SLOTS = frozenset(("_meta", "_gk_dtype", "_shape", "_strides", "_flags"))
 _DLPACK_MAJOR = lib.DLPACK_MAJOR_VERSION
+_USED_VERSIONED_ADDRESS = _capsule._ADDRESSES[_capsule.USED_VERSIONED]
+_VERSIONED = _capsule.VERSIONED
+_GetPointer = _capsule._GetPointer
+_SetName = _capsule._SetName
+_FAILED_PRECONDITION = lib.GK_FAILED_PRECONDITION
 _MAX_VERSION = (1, 1)  # the DLPack version we ask producers for
 
 
@@ -201,68 +214,90 @@ def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
     return out
 
 
-# The outputs' descriptors for (op, attributes, inputs' dtype/shape/strides/flags, count),
-# as gk_op_output_desc answered them, with what the created outputs looked like. The
-# runtime gives the same answer to the same question, so a repeated call skips asking
-# it. The package holds no op rules: every entry is the library's own answer, and
-# gk_op_call still checks every call. Bounded: cleared when full.
-_OUTPUT_CACHE: dict = {}
-_OUTPUT_CACHE_MAX = 4096
+class _Scratch:
+    """Per-thread C structures reused by _call: a gk_op_args and a tensor array. Taken
+    from the thread's slot for the duration of one call (a re-entrant call on the same
+    thread makes its own), so no two calls ever share one."""
+
+    __slots__ = ("args", "tensors")
+    SIZE = 16  # tensor pointers (inputs + outputs) held; larger calls allocate their own
+
+    def __init__(self):
+        self.tensors = ffi.new(_T_GK_TENSOR_ARRAY, self.SIZE)
+        self.args = ffi.new(_T_GK_OP_ARGS, [_SZ_GK_OP_ARGS, self.tensors])
 
 
-def _attrs_key(attrs: dict):
-    """A hashable key for an attribute dict; the value's type is part of it (1, 1.0 and
-    True are equal in Python but INT, FLOAT and INT attributes in C)."""
-    if not attrs:
-        return ()
-    return tuple((k, type(v), tuple(v) if isinstance(v, (list, tuple)) else v)
-                 for k, v in attrs.items())
+_tls = threading.local()
 
 
 def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
-    """Runs op `name` once through gk_op_call; allocates outputs unless `out` is given."""
+    """Runs op `name` once: gk_op_call_alloc creates the outputs, or gk_op_call writes `out`."""
     x0 = inputs[0]
     rt = x0._rt
-    bname = name.encode()
+    n = len(inputs)
     if out is not None:
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         num_outputs = len(outs)
-    args, tensors, keep = _op_args(inputs, attrs, stream, num_outputs)
-    if out is None:
-        try:
-            key = (name, _attrs_key(attrs), num_outputs, tuple([x._meta for x in inputs]))
-            cached = _OUTPUT_CACHE.get(key)
-        except TypeError:  # an attribute value that cannot be hashed: ask every time
-            key, cached = None, None
-        if cached is None:
-            cached = []
-            for i in range(num_outputs):
-                d = ffi.new(_T_GK_TENSOR_DESC)
-                d.struct_size = _SZ_GK_TENSOR_DESC
-                check(lib.gk_op_output_desc(rt._ptr, bname, args, i, d))
-                d.flags = 0  # outputs are ours, never read-only
-                cached.append((d, GPUArray._create(rt, x0._device, d, stream)))
-            outs = [o for _d, o in cached]
-            if key is not None:
-                if len(_OUTPUT_CACHE) >= _OUTPUT_CACHE_MAX:
-                    _OUTPUT_CACHE.clear()
-                _OUTPUT_CACHE[key] = [(d, o._meta) for d, o in cached]
+    s = getattr(_tls, "scratch", None)
+    if s is None:
+        s = _Scratch()
+    else:
+        _tls.scratch = None
+    args, tensors = s.args, s.tensors
+    try:
+        if n + num_outputs > _Scratch.SIZE:
+            tensors = ffi.new(_T_GK_TENSOR_ARRAY, n + num_outputs)
+            args.inputs = tensors
+        for i in range(n):
+            tensors[i] = inputs[i]._t
+        args.num_inputs = n
+        keep = None
+        if attrs:  # no attributes: attrs stays NULL, which gk_op_args allows for num_attrs 0
+            attr_arr, count, keep = _attrs(attrs)
+            args.attrs = attr_arr
+            args.num_attrs = count
+        stream_ptr = _NULL if stream is None else stream.ptr
+        args.stream = stream_ptr
+        bname = name.encode()
+        if out is None:
+            status = lib.gk_op_call_alloc(rt._ptr, bname, args, num_outputs, tensors + n, _NULL)
+            if status != 0:
+                check(status)
+            device = x0._device
+            if num_outputs == 1:
+                result = GPUArray._wrap(rt, tensors[n], stream, device, lazy=True)
+            else:
+                result = tuple([GPUArray._wrap(rt, tensors[n + i], stream, device, lazy=True)
+                                for i in range(num_outputs)])
         else:
-            outs = [GPUArray._create(rt, x0._device, d, stream, meta) for d, meta in cached]
-    for i, o in enumerate(outs):
-        tensors[len(inputs) + i] = o._t
-    status = lib.gk_op_call(rt._ptr, bname, args)
-    if status != 0:
-        check(status)
-    for o in outs:
-        o._stream = stream
-    return outs[0] if len(outs) == 1 else tuple(outs)
+            for i in range(num_outputs):
+                tensors[n + i] = outs[i]._t
+            args.outputs = tensors + n
+            args.num_outputs = num_outputs
+            status = lib.gk_op_call(rt._ptr, bname, args)
+            args.outputs = _NULL
+            args.num_outputs = 0
+            if status != 0:
+                check(status)
+            for o in outs:
+                o._stream = stream
+            result = outs[0] if num_outputs == 1 else tuple(outs)
+    finally:
+        if attrs:
+            args.attrs = _NULL
+            args.num_attrs = 0
+        if tensors is not s.tensors:
+            args.inputs = s.tensors
+        _tls.scratch = s
+    return result
 
 
 class GPUArray:
     """An n-dimensional array on one GPUkit device (cpu or CUDA), over a gk_tensor."""
 
     __array_priority__ = 100  # NumPy defers mixed operators to us
+    __slots__ = ("_rt", "_t", "_device", "_stream", "_meta", "_gk_dtype", "_shape", "_strides",
+                 "_flags", "__weakref__")
 
     def __init__(self):
         raise TypeError("use gpukit.asarray / empty / zeros / from_dlpack to make arrays")
@@ -270,29 +305,52 @@ class GPUArray:
     # -- construction --------------------------------------------------------------
     @classmethod
     def _wrap(cls, rt: Runtime, tensor_ptr, stream=None, device: Device | None = None,
-              meta=None) -> "GPUArray":
+              meta=None, lazy: bool = False) -> "GPUArray":
         """An array owning one reference to `tensor_ptr`. `device` (when known) saves a
         look-up; `meta` (dtype, shape, strides, flags), when the caller already has the
-        tensor's descriptor, saves gk_tensor_get_desc."""
+        tensor's descriptor, saves gk_tensor_get_desc; `lazy` defers that call to the first
+        use of dtype, shape, strides or flags (see __getattr__)."""
         self = object.__new__(cls)
         self._rt = rt
-        self._t = ffi.gc(tensor_ptr, lib.gk_tensor_release)
-        if meta is None:
-            d = ffi.new(_T_GK_TENSOR_DESC, [_SZ_GK_TENSOR_DESC])  # struct_size, rest zero
-            status = lib.gk_tensor_get_desc(self._t, d)
-            if status != 0:
-                check(status)
-            ndim = d.ndim
-            meta = (d.dtype, tuple(ffi.unpack(d.shape, ndim)),
-                    tuple(ffi.unpack(d.strides, ndim)), d.flags)
-        # _meta doubles as this array's part of an op's output-cache key.
-        self._meta = meta
-        self._gk_dtype, self._shape, self._strides, self._flags = meta
+        self._t = tensor_ptr  # the reference is released by __del__
+        if meta is not None:
+            self._meta = meta
+            self._gk_dtype, self._shape, self._strides, self._flags = meta
+        elif not lazy:
+            self._load_meta()
         if device is None:
             device = rt.devices()[lib.gk_tensor_device(self._t)]
         self._device = device
         self._stream = stream
         return self
+
+    def __del__(self, _release=_release):
+        # One reference per array, released when the array goes (cheaper than ffi.gc's
+        # wrapper object). `_t` is unset only if construction failed before taking it.
+        try:
+            t = self._t
+        except AttributeError:
+            return
+        _release(t)
+
+    def _load_meta(self):
+        d = _newp(_T_GK_TENSOR_DESC, [_SZ_GK_TENSOR_DESC])  # struct_size, rest zero
+        status = lib.gk_tensor_get_desc(self._t, d)
+        if status != 0:
+            check(status)
+        ndim = d.ndim
+        meta = (d.dtype, tuple(ffi.unpack(d.shape, ndim)), tuple(ffi.unpack(d.strides, ndim)),
+                d.flags)
+        self._meta = meta
+        self._gk_dtype, self._shape, self._strides, self._flags = meta
+
+    def __getattr__(self, attr):
+        # Only called for a slot not yet set: the descriptor of a lazily wrapped tensor
+        # (an op's output, a DLPack import) is read from the library on first use.
+        if attr in _META_SLOTS:
+            self._load_meta()
+            return object.__getattribute__(self, attr)
+        raise AttributeError(f"'GPUArray' object has no attribute {attr!r}")
 
     @classmethod
     def _create(cls, rt: Runtime, device: Device, desc, stream=None, meta=None) -> "GPUArray":
@@ -818,23 +876,30 @@ def from_dlpack(x, *, device=None, copy=None) -> GPUArray:
 
 
 def _import_capsule(rt: Runtime, capsule, device: Device | None = None) -> GPUArray:
-    out = ffi.new(_T_GK_TENSOR)
-    address = _capsule.versioned_pointer(capsule)
+    out = _newp(_T_GK_TENSOR)
+    # _capsule.versioned_pointer and mark_used, inlined: this is the import's hot path.
+    try:
+        address = _GetPointer(capsule, _VERSIONED)
+    except ValueError:  # another name, or not a capsule
+        address = None
     if address is not None:
-        m = ffi.cast(_T_DLMANAGEDTENSORVERSIONED_PTR, address)
-        if m.version.major != _DLPACK_MAJOR:
-            _capsule.mark_used(capsule, True)  # the import calls its deleter, as DLPack says
-        status = lib.gk_tensor_from_dlpack_versioned(rt._ptr, m, out)
+        status = lib.gk_tensor_from_dlpack_versioned(
+            rt._ptr, _cast(_T_DLMANAGEDTENSORVERSIONED_PTR, address), out)
         if status != 0:
+            if status == _FAILED_PRECONDITION:
+                # Another major version: the library called its deleter, as DLPack says
+                # (gpukit_dlpack.h: the only failure that does), so the capsule is used.
+                _capsule.mark_used(capsule, True)
             check(status)
-        _capsule.mark_used(capsule, True)
+        if _SetName(capsule, _USED_VERSIONED_ADDRESS) != 0:
+            raise BufferError("could not rename the DLPack capsule")
     elif _capsule.is_valid(capsule, _capsule.LEGACY):
         m = ffi.cast("DLManagedTensor*", _capsule.pointer(capsule, _capsule.LEGACY))
         check(lib.gk_tensor_from_dlpack(rt.ptr, m, out))
         _capsule.mark_used(capsule, False)
     else:
         raise BufferError(f"not an unconsumed DLPack capsule (name {_capsule.name_of(capsule)!r})")
-    return GPUArray._wrap(rt, out[0], device=device)
+    return GPUArray._wrap(rt, out[0], device=device, lazy=True)
 
 
 _wrapped_streams: dict = {}

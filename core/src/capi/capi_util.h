@@ -21,6 +21,11 @@ gk_tensor_desc desc_of(const gk_tensor& t);
 gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
                       const gk_tensor_desc& d, void* data);
 
+// A new tensor (one reference) over fresh memory of `device`, allocated in the order of the
+// native `stream`, from a checked descriptor with explicit contiguous strides.
+gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
+                         const gk_tensor_desc& d, cuda::CUstream stream);
+
 // The stream to use: `stream`, or the default stream of `device`. Fails when the stream
 // belongs to another device.
 gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& device,

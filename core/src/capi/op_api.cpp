@@ -1,5 +1,7 @@
 // Ops: validation against the op's rules, dispatch to a plugin, explanation.
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "capi/capi_util.h"
@@ -85,6 +87,65 @@ void require_counts(const gk_op_args* args, const char* function) {
   }
 }
 
+
+// Collects `count` tensors of a call into `descs` and `tensors`, checking that each is on
+// `*device` (set from the first tensor seen when NULL).
+void collect_tensors(const OpSchema& schema, gk_tensor* const* list, size_t count, bool output,
+                     bool has_inputs, CallArray<gk_tensor_desc>& descs,
+                     CallArray<const gk_tensor*>& tensors, const Device*& device) {
+  for (size_t i = 0; i < count; ++i) {
+    const gk_tensor& t = tensor_arg(schema, list, int32_t(i), output);
+    if (!device) {
+      device = t.device;
+    } else if (t.device != device) {
+      std::string who = std::string(output ? "output " : "input ") + std::to_string(i);
+      std::string owner = has_inputs ? "input 0" : "output 0";
+      fail(GK_INVALID_ARGUMENT, schema.name + ": " + who + " is on " + t.device->label() +
+                                    " but " + owner + " is on " + device->label() +
+                                    "; copy it first");
+    }
+    descs[i] = desc_of(t);
+    tensors[i] = &t;
+  }
+}
+
+// Dispatches a validated call to the plugin that accepts it and launches it on `stream`.
+void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_stream& stream,
+               const CallArray<gk_tensor_desc>& input_descs,
+               const CallArray<const gk_tensor*>& input_tensors,
+               const CallArray<gk_tensor_desc>& output_descs,
+               const CallArray<const gk_tensor*>& output_tensors, const gk_attr* attrs,
+               int32_t num_attrs) {
+  const size_t num_inputs = input_descs.size(), num_outputs = output_descs.size();
+  // Evictable memory is restored and stays put until the launch is queued.
+  TensorPins pins(stream.native);
+  CallArray<gk_plugin_tensor> plugin_inputs(num_inputs), plugin_outputs(num_outputs);
+  auto to_plugin = [&](const gk_tensor_desc& d, const gk_tensor& t) {
+    return gk_plugin_tensor{pins.data(t), d.dtype, d.ndim, d.shape, d.strides, d.flags};
+  };
+  for (size_t i = 0; i < num_inputs; ++i) {
+    plugin_inputs[i] = to_plugin(input_descs.span()[i], *input_tensors.span()[i]);
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    plugin_outputs[i] = to_plugin(output_descs.span()[i], *output_tensors.span()[i]);
+  }
+  gk_kernel_args kargs{sizeof(gk_kernel_args), schema.name.c_str(), device.id,
+                       stream.native,          plugin_inputs.data(), int32_t(num_inputs),
+                       plugin_outputs.data(),  int32_t(num_outputs), attrs,
+                       num_attrs};
+  DispatchDecision decision = decide(rt.plugins(), device, kargs, false);
+  if (!decision.chosen) fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, device));
+  const PluginRecord& plugin = *decision.chosen;
+  take_plugin_error();
+  gk_status status = plugin.api->launch(plugin.state, &kargs);
+  if (status != GK_OK) {
+    std::string why = take_plugin_error();
+    fail(status, schema.name + " on " + device.label() + " by plugin " + plugin.name +
+                     " failed (" + gk_status_name(status) + ")" +
+                     (why.empty() ? "" : ": " + why));
+  }
+}
+
 }  // namespace
 }  // namespace gk
 
@@ -103,58 +164,16 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
     // Every tensor must be on the device of the first one: input 0, or output 0 when the
     // call has no inputs.
     const gk::Device* device = nullptr;
-    auto collect = [&](gk_tensor* const* list, size_t count, bool output) {
-      auto& descs = output ? output_descs : input_descs;
-      auto& tensors = output ? output_tensors : input_tensors;
-      for (size_t i = 0; i < count; ++i) {
-        const gk_tensor& t = gk::tensor_arg(schema, list, int32_t(i), output);
-        if (!device) {
-          device = t.device;
-        } else if (t.device != device) {
-          std::string who = std::string(output ? "output " : "input ") + std::to_string(i);
-          std::string owner = num_inputs > 0 ? "input 0" : "output 0";
-          gk::fail(GK_INVALID_ARGUMENT, schema.name + ": " + who + " is on " + t.device->label() +
-                                            " but " + owner + " is on " + device->label() +
-                                            "; copy it first");
-        }
-        descs[i] = gk::desc_of(t);
-        tensors[i] = &t;
-      }
-    };
-    collect(args->inputs, num_inputs, false);
-    collect(args->outputs, num_outputs, true);
+    gk::collect_tensors(schema, args->inputs, num_inputs, false, num_inputs > 0, input_descs,
+                        input_tensors, device);
+    gk::collect_tensors(schema, args->outputs, num_outputs, true, num_inputs > 0, output_descs,
+                        output_tensors, device);
     gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
                                         args->attrs, args->num_attrs);
     if (!device) device = &rt.devices().at(0);
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
-
-    // Evictable memory is restored and stays put until the launch is queued.
-    gk::TensorPins pins(stream.native);
-    gk::CallArray<gk_plugin_tensor> plugin_inputs(num_inputs), plugin_outputs(num_outputs);
-    auto to_plugin = [&](const gk_tensor_desc& d, const gk_tensor& t) {
-      return gk_plugin_tensor{pins.data(t), d.dtype, d.ndim, d.shape, d.strides, d.flags};
-    };
-    for (size_t i = 0; i < num_inputs; ++i) {
-      plugin_inputs[i] = to_plugin(input_descs[i], *input_tensors[i]);
-    }
-    for (size_t i = 0; i < num_outputs; ++i) {
-      plugin_outputs[i] = to_plugin(output_descs[i], *output_tensors[i]);
-    }
-    gk_kernel_args kargs{sizeof(gk_kernel_args), schema.name.c_str(), device->id,
-                         stream.native,          plugin_inputs.data(), int32_t(num_inputs),
-                         plugin_outputs.data(),  int32_t(num_outputs), args->attrs,
-                         args->num_attrs};
-    gk::DispatchDecision decision = gk::decide(rt.plugins(), *device, kargs, false);
-    if (!decision.chosen) gk::fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, *device));
-    const gk::PluginRecord& plugin = *decision.chosen;
-    gk::take_plugin_error();
-    gk_status status = plugin.api->launch(plugin.state, &kargs);
-    if (status != GK_OK) {
-      std::string why = gk::take_plugin_error();
-      gk::fail(status, schema.name + " on " + device->label() + " by plugin " + plugin.name +
-                           " failed (" + gk_status_name(status) + ")" +
-                           (why.empty() ? "" : ": " + why));
-    }
+    gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
+                  output_tensors, args->attrs, args->num_attrs);
   });
 }
 
@@ -245,6 +264,76 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
                                  {"reason", c.reason}});
     }
     *out_json = gk::c_string(j.dump(2));
+  });
+}
+
+
+GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const gk_op_args* args,
+                                  int32_t num_outputs, gk_tensor** out_tensors,
+                                  gk_tensor_desc* out_descs) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_op_call_alloc";
+    auto& rt = gk::runtime_of(runtime, fn);
+    gk::require_arg(name, fn, "name");
+    gk::require_counts(args, fn);
+    if (num_outputs < 0) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": num_outputs " +
+                                        std::to_string(num_outputs) + " is negative");
+    }
+    if (num_outputs > 0) gk::require_arg(out_tensors, fn, "out_tensors");
+    // Descriptors are out_descs[0].struct_size bytes apart: the caller's sizeof.
+    size_t desc_stride = 0;
+    if (out_descs && num_outputs > 0) {
+      desc_stride = out_descs->struct_size;
+      gk::require_struct(desc_stride, GK_TENSOR_DESC_SIZE, fn, "gk_tensor_desc");
+    }
+    const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
+
+    const size_t num_inputs = size_t(args->num_inputs);
+    gk::CallArray<gk_tensor_desc> input_descs(num_inputs);
+    gk::CallArray<const gk_tensor*> input_tensors(num_inputs);
+    const gk::Device* device = nullptr;
+    gk::collect_tensors(schema, args->inputs, num_inputs, false, true, input_descs,
+                        input_tensors, device);
+    auto inferred = gk::OpRegistry::instance().infer(schema, input_descs.span(), args->attrs,
+                                                     args->num_attrs);
+    if (size_t(num_outputs) != inferred.size()) {
+      gk::fail(GK_INVALID_ARGUMENT, schema.name + ": " + std::to_string(num_outputs) +
+                                        " outputs asked; the op has " +
+                                        std::to_string(inferred.size()));
+    }
+    if (!device) device = &rt.devices().at(0);
+    gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
+
+    // The outputs are released again unless the call succeeds.
+    struct Created {
+      gk::CallArray<gk_tensor*> tensors;
+      ~Created() {
+        for (size_t i = 0; i < tensors.size(); ++i) gk_tensor_release(tensors[i]);
+      }
+    } created{gk::CallArray<gk_tensor*>(inferred.size())};
+    gk::CallArray<gk_tensor_desc> output_descs(inferred.size());
+    gk::CallArray<const gk_tensor*> output_tensors(inferred.size());
+    for (size_t i = 0; i < inferred.size(); ++i) {
+      gk_tensor_desc d = inferred[i];
+      d.flags = 0;  // new outputs are writable
+      gk::fill_contiguous_strides(&d);
+      created.tensors[i] = gk::create_tensor(runtime->impl, *device, d, stream.native);
+      output_descs[i] = d;
+      output_tensors[i] = created.tensors[i];
+    }
+    gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
+                  output_tensors, args->attrs, args->num_attrs);
+    for (size_t i = 0; i < inferred.size(); ++i) {
+      if (desc_stride) {
+        auto* d = reinterpret_cast<gk_tensor_desc*>(reinterpret_cast<char*>(out_descs) +
+                                                    i * desc_stride);
+        std::memcpy(d, &output_descs[i], std::min(desc_stride, sizeof(gk_tensor_desc)));
+        d->struct_size = desc_stride;
+      }
+      out_tensors[i] = created.tensors[i];
+      created.tensors[i] = nullptr;
+    }
   });
 }
 

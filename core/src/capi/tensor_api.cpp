@@ -34,6 +34,15 @@ gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
   return t;
 }
 
+gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
+                         const gk_tensor_desc& d, cuda::CUstream stream) {
+  uint64_t bytes = uint64_t(numel(d)) * dtype_size(d.dtype);
+  auto allocation = std::make_shared<Allocation>(runtime, device, bytes, stream);
+  gk_tensor* t = new_tensor(runtime, device, d, allocation->ptr);
+  t->allocation = std::move(allocation);
+  return t;
+}
+
 namespace {
 
 // Checks a caller's descriptor and returns it with explicit strides.
@@ -117,11 +126,7 @@ GK_API gk_status gk_tensor_create(gk_runtime* runtime, int32_t device, const gk_
     gk::fill_contiguous_strides(&d);
     const gk::Device& dev = rt.devices().at(device);
     gk_stream& s = gk::stream_for(rt, stream, dev, "gk_tensor_create");
-    uint64_t bytes = uint64_t(gk::numel(d)) * gk::dtype_size(d.dtype);
-    auto allocation = std::make_shared<gk::Allocation>(runtime->impl, dev, bytes, s.native);
-    gk_tensor* t = gk::new_tensor(runtime->impl, dev, d, allocation->ptr);
-    t->allocation = std::move(allocation);
-    *out = t;
+    *out = gk::create_tensor(runtime->impl, dev, d, s.native);
   });
 }
 
