@@ -72,3 +72,40 @@ def test_repeated_from_dlpack_stays_zero_copy_on_the_cached_device():
         g = gpukit.from_dlpack(a)
         assert g.device == "cpu" and g.data_ptr == a.ctypes.data
     assert np.from_dlpack(g).ctypes.data == a.ctypes.data
+
+
+class _Producer:
+    """A DLPack producer handing out a prepared capsule (or an older protocol)."""
+
+    def __init__(self, capsule, keywords=True):
+        self.capsule, self.keywords = capsule, keywords
+
+    def __dlpack_device__(self):
+        return (gpukit.DLDeviceType.kDLCPU, 0)  # an IntEnum, as torch returns
+
+    def __dlpack__(self, **kwargs):
+        if kwargs and not self.keywords:
+            raise TypeError("__dlpack__() got an unexpected keyword argument")
+        return self.capsule
+
+
+def test_from_dlpack_fast_path_takes_producers_without_dlpack_1_keywords():
+    a = np.arange(6, dtype=np.float32)
+    legacy = gpukit.from_numpy(a).__dlpack__()  # an unversioned "dltensor" capsule
+    g = gpukit.from_dlpack(_Producer(legacy, keywords=False))
+    np.testing.assert_array_equal(g.to_numpy(), a)
+    assert g.shape == (6,) and g.data_ptr == a.ctypes.data
+
+
+def test_from_dlpack_of_another_major_version_consumes_the_capsule_once():
+    from gpukit import _capsule, ffi
+
+    src = gpukit.from_numpy(np.arange(3, dtype=np.int32))
+    cap = src.__dlpack__(max_version=(1, 0))
+    m = ffi.cast("DLManagedTensorVersioned*", _capsule.versioned_pointer(cap))
+    m.version.major = 99
+    with pytest.raises(gpukit.FailedPrecondition, match="version 99"):
+        gpukit.from_dlpack(_Producer(cap))
+    assert _capsule.name_of(cap) == b"used_dltensor_versioned"  # the library ran the deleter
+    del cap  # so the capsule's destructor must not run it again
+    np.testing.assert_array_equal(src.to_numpy(), [0, 1, 2])

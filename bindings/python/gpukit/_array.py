@@ -88,6 +88,7 @@ _NULL = ffi.NULL
 # Python call each on the hot paths below).
 _newp = ffi._backend.newp
 _cast = ffi._backend.cast
+_new_object = object.__new__
 _release = lib.gk_tensor_release
 # The attributes GPUArray reads from its tensor's descriptor on first use (see __getattr__).
 _META_SLOTS = frozenset(("_meta", "_gk_dtype", "_shape", "_strides", "_flags"))
@@ -215,15 +216,17 @@ def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
 
 
 class _Scratch:
-    """Per-thread C structures reused by _call: a gk_op_args and a tensor array. Taken
-    from the thread's slot for the duration of one call (a re-entrant call on the same
-    thread makes its own), so no two calls ever share one."""
+    """Per-thread C structures reused by _call: a gk_op_args, its tensor array and an array
+    for the outputs gk_op_call_alloc creates. Taken from the thread's slot for the duration
+    of one call (a re-entrant call on the same thread makes its own), so no two calls ever
+    share one."""
 
-    __slots__ = ("args", "tensors")
+    __slots__ = ("args", "tensors", "outs")
     SIZE = 16  # tensor pointers (inputs + outputs) held; larger calls allocate their own
 
     def __init__(self):
         self.tensors = ffi.new(_T_GK_TENSOR_ARRAY, self.SIZE)
+        self.outs = ffi.new(_T_GK_TENSOR_ARRAY, self.SIZE)
         self.args = ffi.new(_T_GK_OP_ARGS, [_SZ_GK_OP_ARGS, self.tensors])
 
 
@@ -243,7 +246,8 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
         s = _Scratch()
     else:
         _tls.scratch = None
-    args, tensors = s.args, s.tensors
+    args = s.args
+    tensors = s.tensors
     try:
         if n + num_outputs > _Scratch.SIZE:
             tensors = ffi.new(_T_GK_TENSOR_ARRAY, n + num_outputs)
@@ -256,25 +260,32 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
             attr_arr, count, keep = _attrs(attrs)
             args.attrs = attr_arr
             args.num_attrs = count
-        stream_ptr = _NULL if stream is None else stream.ptr
-        args.stream = stream_ptr
-        bname = name.encode()
+        if stream is not None:  # else args.stream stays NULL
+            args.stream = stream.ptr
         if out is None:
-            status = lib.gk_op_call_alloc(rt._ptr, bname, args, num_outputs, tensors + n, _NULL)
+            created = s.outs if num_outputs <= _Scratch.SIZE else \
+                ffi.new(_T_GK_TENSOR_ARRAY, num_outputs)
+            status = lib.gk_op_call_alloc(rt._ptr, name.encode(), args, num_outputs, created,
+                                          _NULL)
             if status != 0:
                 check(status)
             device = x0._device
             if num_outputs == 1:
-                result = GPUArray._wrap(rt, tensors[n], stream, device, lazy=True)
+                # GPUArray._wrap(rt, created[0], stream, device, lazy=True), inlined.
+                result = _new_object(GPUArray)
+                result._rt = rt
+                result._t = created[0]
+                result._device = device
+                result._stream = stream
             else:
-                result = tuple([GPUArray._wrap(rt, tensors[n + i], stream, device, lazy=True)
+                result = tuple([GPUArray._wrap(rt, created[i], stream, device, lazy=True)
                                 for i in range(num_outputs)])
         else:
             for i in range(num_outputs):
                 tensors[n + i] = outs[i]._t
             args.outputs = tensors + n
             args.num_outputs = num_outputs
-            status = lib.gk_op_call(rt._ptr, bname, args)
+            status = lib.gk_op_call(rt._ptr, name.encode(), args)
             args.outputs = _NULL
             args.num_outputs = 0
             if status != 0:
@@ -286,6 +297,8 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
         if attrs:
             args.attrs = _NULL
             args.num_attrs = 0
+        if stream is not None:
+            args.stream = _NULL
         if tensors is not s.tensors:
             args.inputs = s.tensors
         _tls.scratch = s
@@ -628,10 +641,15 @@ class GPUArray:
 
     # -- operators ---------------------------------------------------------------------
     def _binary(self, other, op: str, reflected: bool = False, out=None):
-        a, b = _coerce_pair(self, other, true_divide=(op == "div"))
+        if (type(other) is GPUArray and other._device is self._device
+                and other._gk_dtype == self._gk_dtype
+                and (op != "div" or self._gk_dtype in _FLOATING)):
+            a, b = self, other  # nothing for _coerce_pair to do
+        else:
+            a, b = _coerce_pair(self, other, true_divide=(op == "div"))
         if reflected:
             a, b = b, a
-        return _call(op, [a, b], out=out)
+        return _call(op, [a, b], None, out)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", True)
@@ -849,18 +867,33 @@ def from_dlpack(x, *, device=None, copy=None) -> GPUArray:
     if isinstance(x, GPUArray):
         return asarray(x, device=device, copy=copy)
     rt = _runtime()
-    if not hasattr(x, "__dlpack_device__"):
-        raise TypeError(f"{type(x).__name__} does not implement __dlpack_device__")
-    kind, dev_id = x.__dlpack_device__()
-    source = rt._dl_devices.get((kind, dev_id))
+    try:
+        dl_device = x.__dlpack_device__()
+    except AttributeError:
+        if not hasattr(x, "__dlpack_device__"):
+            raise TypeError(f"{type(x).__name__} does not implement __dlpack_device__") from None
+        raise
+    if type(dl_device) is not tuple:
+        dl_device = tuple(dl_device)
+    source = rt._dl_devices.get(dl_device)
     if source is None:
+        kind, dev_id = dl_device
         source = _device_from_dl(rt, (kind, dev_id))
         rt._dl_devices[(int(kind), int(dev_id))] = source
+    stream = 1 if source.kind == "cuda" else None  # our work runs on the legacy default stream
+    if device is None and copy is None:
+        # The usual call: zero copy on the producer's device.
+        try:
+            capsule = x.__dlpack__(stream=stream, max_version=_MAX_VERSION)
+        except TypeError:  # a producer that predates DLPack 1.0 keywords
+            capsule = x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()
+        if isinstance(capsule, GPUArray):
+            return capsule
+        return _import_capsule(rt, capsule, source)
     target = source if device is None else _resolve(device, rt)
     if target is not source and target != source and copy is False:
         raise BufferError(f"the producer's data is on {source}, {target} was asked and "
                           "copy=False")
-    stream = 1 if source.kind == "cuda" else None  # our work runs on the legacy default stream
     try:
         if copy is None:
             capsule = x.__dlpack__(stream=stream, max_version=_MAX_VERSION)
@@ -899,7 +932,15 @@ def _import_capsule(rt: Runtime, capsule, device: Device | None = None) -> GPUAr
         _capsule.mark_used(capsule, False)
     else:
         raise BufferError(f"not an unconsumed DLPack capsule (name {_capsule.name_of(capsule)!r})")
-    return GPUArray._wrap(rt, out[0], device=device, lazy=True)
+    if device is None:
+        return GPUArray._wrap(rt, out[0], lazy=True)
+    # GPUArray._wrap(rt, out[0], device=device, lazy=True), inlined (the import's hot path).
+    arr = _new_object(GPUArray)
+    arr._rt = rt
+    arr._t = out[0]
+    arr._device = device
+    arr._stream = None
+    return arr
 
 
 _wrapped_streams: dict = {}
