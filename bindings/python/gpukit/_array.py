@@ -89,6 +89,25 @@ _NULL = ffi.NULL
 _newp = ffi._backend.newp
 _cast = ffi._backend.cast
 _new_object = object.__new__
+_DESC_INIT = [_SZ_GK_TENSOR_DESC]  # struct_size, the rest zero
+
+
+def _desc_layout():
+    """A struct.Struct reading gk_tensor_desc's dtype, ndim, shape, strides and flags, at
+    the offsets cffi computed from the header."""
+    import struct
+    off = {name: ffi.offsetof("gk_tensor_desc", name)
+           for name in ("dtype", "ndim", "shape", "strides", "flags")}
+    assert off["ndim"] == off["dtype"] + 4 and off["strides"] == off["shape"] + 8 * lib.GK_MAX_DIMS
+    fmt = (f"={off['dtype']}x i i {off['shape'] - off['ndim'] - 4}x {2 * lib.GK_MAX_DIMS}q "
+           f"{off['flags'] - off['strides'] - 8 * lib.GK_MAX_DIMS}x I")
+    layout = struct.Struct(fmt)
+    assert layout.size <= _SZ_GK_TENSOR_DESC
+    return layout
+
+
+_DESC_LAYOUT = _desc_layout()
+_DESC_STRIDES = 2 + lib.GK_MAX_DIMS  # index of strides[0] in an unpacked descriptor
 _release = lib.gk_tensor_release
 # The attributes GPUArray reads from its tensor's descriptor on first use (see __getattr__).
 _META_SLOTS = frozenset(("_meta", "_gk_dtype", "_shape", "_strides", "_flags"))
@@ -347,13 +366,14 @@ class GPUArray:
         _release(t)
 
     def _load_meta(self):
-        d = _newp(_T_GK_TENSOR_DESC, [_SZ_GK_TENSOR_DESC])  # struct_size, rest zero
+        d = _newp(_T_GK_TENSOR_DESC, _DESC_INIT)
         status = lib.gk_tensor_get_desc(self._t, d)
         if status != 0:
             check(status)
-        ndim = d.ndim
-        meta = (d.dtype, tuple(ffi.unpack(d.shape, ndim)), tuple(ffi.unpack(d.strides, ndim)),
-                d.flags)
+        # One unpack of the whole struct: each cdata field read would be a call of its own.
+        f = _DESC_LAYOUT.unpack_from(ffi.buffer(d))
+        ndim = f[1]
+        meta = (f[0], f[2:2 + ndim], f[_DESC_STRIDES:_DESC_STRIDES + ndim], f[-1])
         self._meta = meta
         self._gk_dtype, self._shape, self._strides, self._flags = meta
 
