@@ -154,17 +154,9 @@ extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* ho
                                                       const gk_plugin_api** api) {
   using gk::plugins::reductions_cuda::kApi;
   try {
-    if (host == nullptr || api == nullptr) return GK_INVALID_ARGUMENT;
-    if (host->struct_size < GK_HOST_SERVICES_SIZE) {
-      if (host->struct_size >= GK_STRUCT_SIZE(gk_host_services, report_error) && host->report_error)
-        host->report_error(host->host_context, "reductions_cuda: host services struct too small");
-      return GK_FAILED_PRECONDITION;
-    }
-    if (GK_PLUGIN_ABI_VERSION < host->abi_min || GK_PLUGIN_ABI_VERSION > host->abi_max) {
-      host->report_error(host->host_context,
-                         "reductions_cuda implements plugin ABI 1.0, outside the host's range");
-      return GK_FAILED_PRECONDITION;
-    }
+    if (api == nullptr) return GK_INVALID_ARGUMENT;
+    const gk_status status = gk_plugin_check_host(host, "reductions_cuda");
+    if (status != GK_OK) return status;
     *api = &kApi;
     return GK_OK;
   } catch (...) {
