@@ -7,7 +7,10 @@
 // over N is cuBLASLt's per-row bias; when out is column-contiguous (no bias) we ask for
 // out = op(a)·op(b) directly. Each operand becomes N or T from whichever of its strides
 // is 1. Descriptors and the heuristic's algorithm are cached per (device, shape, strides,
-// dtypes, epilogue, alignment) in a mutex-protected map; workspace comes from host->alloc.
+// dtypes, epilogue, alignment) in a mutex-protected map. Workspace: one 32 MiB buffer per
+// (device, stream), taken from host->alloc on first use on that stream and kept until
+// shutdown (PyTorch keeps its cuBLAS workspace per (handle, stream) the same way); calls on
+// one stream are ordered, so they can share it.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -19,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "gpukit/gpukit_plugin.h"
 #include "matmul_host_glue.h"
@@ -30,6 +34,8 @@ using gk::matmul::MatmulProblem;
 
 constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;  // NVIDIA's advice for Hopper
 constexpr size_t kMaxCachedPlans = 1024;
+// Streams that get a cached workspace; calls on further streams allocate per call.
+constexpr size_t kMaxCachedWorkspaces = 16;
 
 // The cuBLASLt entry points we call, resolved from the dlopen'ed library.
 struct LtApi {
@@ -133,12 +139,22 @@ struct Plan {
   }
 };
 
+// A workspace of kMaxWorkspaceBytes kept for one (runtime device, stream).
+struct Workspace {
+  int32_t device;  // runtime device id, as host->alloc takes it
+  int ordinal;     // CUDA ordinal, for the synchronize at shutdown
+  void* stream;
+  void* ptr;
+};
+
 struct State {
   const gk_host_services* host = nullptr;
   LtApi api;
   cublasLtHandle_t handle = nullptr;
   std::mutex mu;
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+  std::mutex workspace_mu;
+  std::vector<Workspace> workspaces;  // ≤ kMaxCachedWorkspaces
 };
 
 std::string lt_error(const State* s, const char* what, cublasStatus_t st) {
@@ -325,6 +341,33 @@ Plan* find_plan(State* s, int ordinal, const MatmulProblem& p, const Mapping& m,
   return s->plans.emplace(key, std::move(plan)).first->second.get();
 }
 
+// The cached workspace of (device, stream), allocating it on the stream's first call.
+// Null when the cache is full or the pool cannot spare kMaxWorkspaceBytes: the caller then
+// allocates what the plan needs for this call only. Sharing one buffer between the calls
+// of a stream is safe because the stream runs them one after another.
+void* cached_workspace(State* s, int32_t device, int ordinal, void* stream) {
+  std::lock_guard<std::mutex> lock(s->workspace_mu);
+  for (const Workspace& w : s->workspaces)
+    if (w.device == device && w.stream == stream) return w.ptr;
+  if (s->workspaces.size() >= kMaxCachedWorkspaces) return nullptr;
+  void* ptr = nullptr;
+  if (s->host->alloc(s->host->host_context, device, kMaxWorkspaceBytes, stream, &ptr) != GK_OK)
+    return nullptr;
+  s->workspaces.push_back({device, ordinal, stream, ptr});
+  return ptr;
+}
+
+// Gives the cached workspaces back. A stream may be gone by now, so wait for the device
+// and free on the null stream instead of the stream the buffer was used on.
+void release_workspaces(State* s) {
+  std::lock_guard<std::mutex> lock(s->workspace_mu);
+  for (const Workspace& w : s->workspaces) {
+    if (cudaSetDevice(w.ordinal) == cudaSuccess) cudaDeviceSynchronize();
+    s->host->free(s->host->host_context, w.device, w.ptr, nullptr);
+  }
+  s->workspaces.clear();
+}
+
 bool load_cublaslt(LtApi* api, std::string* why) {
   const char* names[] = {"libcublasLt.so.13", "libcublasLt.so"};
   for (const char* n : names) {
@@ -396,6 +439,7 @@ void plugin_shutdown(void* state) {
   try {
     auto* s = static_cast<State*>(state);
     if (!s) return;
+    release_workspaces(s);
     s->plans.clear();
     if (s->handle) s->api.destroy(s->handle);
     void* lib = s->api.lib;
@@ -448,6 +492,8 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
       return GK_INVALID_ARGUMENT;
     }
     if (p.m == 0 || p.n == 0 || p.batch_count == 0) return GK_OK;
+    // Kept per call: it also makes the device's primary context (the one the runtime's
+    // tensors and streams live in) current, which cudaGetDevice alone would not check.
     cudaError_t cerr = cudaSetDevice(dev.ordinal);
     if (cerr != cudaSuccess) {
       gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(cerr));
@@ -459,10 +505,15 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
       return GK_INTERNAL;
     }
     void* workspace = nullptr;
+    bool workspace_per_call = false;
     if (plan->workspace > 0) {
-      const gk_status ast = s->host->alloc(s->host->host_context, args->device, plan->workspace,
-                                           args->stream, &workspace);
-      if (ast != GK_OK) return ast;  // the host has recorded why
+      workspace = cached_workspace(s, args->device, dev.ordinal, args->stream);
+      if (!workspace) {
+        const gk_status ast = s->host->alloc(s->host->host_context, args->device,
+                                             plan->workspace, args->stream, &workspace);
+        if (ast != GK_OK) return ast;  // the host has recorded why
+        workspace_per_call = true;
+      }
     }
     const double alpha64 = p.alpha, beta64 = p.beta;
     const float alpha32 = float(p.alpha), beta32 = float(p.beta);
@@ -479,7 +530,8 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
                          &plan->algo, workspace, plan->workspace,
                          static_cast<cudaStream_t>(args->stream));
     }
-    if (workspace) s->host->free(s->host->host_context, args->device, workspace, args->stream);
+    if (workspace_per_call)
+      s->host->free(s->host->host_context, args->device, workspace, args->stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
       gk::matmul::report(s->host, lt_error(s, "matmul: cublasLtMatmul", st));
       return GK_INTERNAL;
@@ -500,12 +552,7 @@ const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "cubla
 
 extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                                       const gk_plugin_api** api) {
-  try {
-    const gk_status st = gk_plugin_check_host(host, "cublaslt");
-    if (st != GK_OK) return st;
-    *api = &kApi;
-    return GK_OK;
-  } catch (...) {
-    return GK_INTERNAL;
-  }
+  const gk_status status = gk_plugin_check_host(host, "cublaslt");
+  if (status == GK_OK) *api = &kApi;
+  return status;
 }
