@@ -194,13 +194,8 @@ const gk_plugin_api kApi = {
 
 extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                                       const gk_plugin_api** api) {
-  try {
-    if (api == nullptr) return GK_INVALID_ARGUMENT;
-    const gk_status status = gk_plugin_check_host(host, "cpu plugin");
-    if (status != GK_OK) return status;
-    *api = &gk::cpu::kApi;
-    return GK_OK;
-  } catch (...) {
-    return GK_INTERNAL;
-  }
+  if (api == nullptr) return GK_INVALID_ARGUMENT;
+  const gk_status status = gk_plugin_check_host(host, "cpu plugin");
+  if (status == GK_OK) *api = &gk::cpu::kApi;
+  return status;
 }

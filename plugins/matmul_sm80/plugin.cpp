@@ -96,12 +96,7 @@ const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "matmu
 
 extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                                       const gk_plugin_api** api) {
-  try {
-    const gk_status st = gk_plugin_check_host(host, "matmul_sm80");
-    if (st != GK_OK) return st;
-    *api = &kApi;
-    return GK_OK;
-  } catch (...) {
-    return GK_INTERNAL;
-  }
+  const gk_status status = gk_plugin_check_host(host, "matmul_sm80");
+  if (status == GK_OK) *api = &kApi;
+  return status;
 }

@@ -153,13 +153,8 @@ const gk_plugin_api kApi = {
 extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
                                                       const gk_plugin_api** api) {
   using gk::plugins::reductions_cuda::kApi;
-  try {
-    if (api == nullptr) return GK_INVALID_ARGUMENT;
-    const gk_status status = gk_plugin_check_host(host, "reductions_cuda");
-    if (status != GK_OK) return status;
-    *api = &kApi;
-    return GK_OK;
-  } catch (...) {
-    return GK_INTERNAL;
-  }
+  if (api == nullptr) return GK_INVALID_ARGUMENT;
+  const gk_status status = gk_plugin_check_host(host, "reductions_cuda");
+  if (status == GK_OK) *api = &kApi;
+  return status;
 }
