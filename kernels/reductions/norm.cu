@@ -1,13 +1,21 @@
 // layernorm / rmsnorm (+ residual add), over the last axis of length H.
 //
 // CACHED (last-axis stride 1 everywhere, H ≤ 32768): one read of x (and residual),
-// one write of out (and sum).
-//   for row in grid-stride(rows):                 // kTpr threads per row (rows.cuh)
-//     v[kE] = x[row] (+ residual[row], rounded to T and written to sum[row])
-//     layernorm: mean = group sum(v)/H; var = group sum((v-mean)²)/H  (two passes
-//                over registers, so no E[x²]-E[x]² cancellation)
-//     rmsnorm:   ms = group sum(v²)/H
-//     out[row] = (v - mean) / sqrt(var + eps) · weight + bias   (16-byte weight loads)
+// one write of out (and sum). kTpr threads per row, kE elements each (rows.cuh); a
+// block holds 4 warp-rows (H ≤ 1024) or one row (kTpr threads).
+//   PACKED (no residual, H % V == 0, 16-byte aligned; V = 8 bf16/f16, 4 f32):
+//   for row in grid-stride(rows):                 // bf16 H=4096: 128 threads, 1 row
+//     xv[kE/V] = 16-byte loads of x[row]          // kept as T: bf16 kE 32 = 16 regs
+//     layernorm: mean = group sum(xv)/H           // f32, converted per use
+//     var (or ms) = group sum((xv-mean)²)/H       // from registers, no re-read
+//     for u: w, b = 16-byte loads; out[u] = (xv[u]-mean)/sqrt(var+eps)·w + b
+//   Registers capped by __launch_bounds__ min-blocks (ptxas -v, sm_90a, no spills):
+//   bf16/f16 kE 32 ≤ 64 regs → 8 blocks of 128 per SM, 64 KB of x in flight (was
+//   114 regs, 4 blocks, 32 KB); f32 kE 32: 76 regs → 6 blocks, 96 KB (was 127, 4,
+//   64 KB). Per row: 2 barriers per group_reduce (rms 2, layernorm 4), none at
+//   H ≤ 1024 (warp shuffles only). Not yet measured on the GPU.
+//   SLOTS AS F32 (add_*, or scalar layout): v[kE] = x[row] (+ residual[row], rounded to
+//     T and written to sum[row]); the same passes over v.
 // CHUNKED (H > 32768): chunks of 512 threads × 32 in registers.
 //   STATS: block per (row, chunk): (n, mean, M2) of the chunk (Σv² for rms) →
 //          workspace; add_*: writes sum
@@ -15,6 +23,8 @@
 //          re-reads its chunk (from sum for add_*), normalises, writes.
 // STRIDED (anything else): thread per row, three passes over the row.
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "device.cuh"
 #include "norm.cuh"
@@ -106,6 +116,126 @@ __device__ __forceinline__ void write_output(const NormParams& p, int64_t row, i
   rows::store_row<T, kTpr, kE, kVec>(out, len, t, v);
 }
 
+// Row offset of operand `op`: offset_of without the division by the outermost size
+// (row < rows, so the quotient left after the inner dims is the outermost index).
+__device__ __forceinline__ int64_t row_offset(const NormParams& p, int64_t row, int op) {
+  const Dims& d = p.ops.outer;
+  int64_t off = 0;
+  for (int j = 0; j + 1 < d.n; ++j) {
+    const int64_t q = row / d.size[j];
+    off += (row - q * d.size[j]) * p.ops.stride[op][j];
+    row = q;
+  }
+  return d.n > 0 ? off + row * p.ops.stride[op][d.n - 1] : off;
+}
+
+// Blocks per SM asked of ptxas for the packed kernel: a register cap of 64 per thread
+// (1024 threads per SM) while the packed slice is ≤ 16 registers, 96 up to 32, else
+// none. ptxas -v (sm_90a, CUDA 13.0), every instantiation, no spills: bf16 kE 32 at
+// 64, f16 56, f32 76; kE 64 (H > 16384, uncapped) bf16 86, f16 76, f32 108.
+template <typename T, int kTpr, int kE>
+constexpr int packed_min_blocks() {
+  constexpr int kSliceRegs = kE * static_cast<int>(sizeof(T)) / 4;
+  constexpr int kCap = kSliceRegs <= 16 ? 64 : kSliceRegs <= 32 ? 96 : 0;
+  constexpr int kPerSm = kCap == 0 ? 0 : 65536 / kCap / block_threads<kTpr>();
+  return kPerSm > 0 ? kPerSm : 1;
+}
+
+// Element e of a packed vector as f32. For bf16 the conversion is one integer op on
+// the 32-bit word; asm volatile keeps the compiler from hoisting the kE conversions
+// out of the three passes (sum, Σd², write), which kept all kE floats live and spilled
+// under the register cap (ptxas -v: 22/176 bytes at 64 registers).
+template <typename T>
+__device__ __forceinline__ float elem_f32(const Vec16<T>& v, int e) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    unsigned int word, r;
+    memcpy(&word, &v.v[e & ~1], 4);
+    if (e & 1) {
+      asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(r) : "r"(word));
+    } else {
+      asm volatile("shl.b32 %0, %1, 16;" : "=r"(r) : "r"(word));
+    }
+    return __uint_as_float(r);
+  } else {
+    return to_f32(v.v[e]);
+  }
+}
+
+// Vector layout (k % V == 0, all 16-byte aligned). The row slice stays as loaded, kE/V
+// 16-byte vectors of T (bf16 kE 32: 16 registers, against 32 floats + the load
+// buffer before), and is converted to f32 where used, so ptxas fits more blocks per SM
+// and more bytes are in flight. Sums run over the same slots in the same order as the
+// f32-slot kernel (slots past k added +0 there and are skipped here).
+template <typename T, int kTpr, int kE>
+__global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kTpr, kE>())
+    norm_packed_kernel(NormParams p) {
+  constexpr int kV = Vec16<T>::kN;
+  constexpr int kU = kE / kV;
+  static_assert(kE % kV == 0, "kE must hold whole vectors");
+  constexpr int kGroups = block_threads<kTpr>() / kTpr;
+  __shared__ float scratch[32];
+  const int t = threadIdx.x % kTpr;
+  const int64_t k = p.k;
+  const float inv_k = 1.0f / static_cast<float>(k);
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
+       row0 += int64_t{gridDim.x} * kGroups) {
+    const int64_t row = row0 + threadIdx.x / kTpr;
+    if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
+    Vec16<T> xv[kU];
+    const T* x = static_cast<const T*>(p.x) + row_offset(p, row, 0);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      if (i < k) xv[u] = load_vec(x + i);
+    }
+    float mean = 0.0f, sq = 0.0f;
+    if (!p.rms) {
+      float s = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if ((int64_t{u} * kTpr + t) * kV < k) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) s += elem_f32(xv[u], e);
+        }
+      }
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if ((int64_t{u} * kTpr + t) * kV < k) {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          const float d = elem_f32(xv[u], e) - mean;
+          sq += d * d;
+        }
+      }
+    }
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
+    const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
+    T* out = static_cast<T*>(p.out) + row_offset(p, row, 1);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      if (i < k) {
+        Vec16<T> wv, bv, o;
+        if (w) wv = load_vec(w + i);
+        if (b) bv = load_vec(b + i);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          float y = (elem_f32(xv[u], e) - mean) * inv;
+          if (w) y *= to_f32(wv.v[e]);
+          if (b) y += to_f32(bv.v[e]);
+          o.v[e] = from_f32<T>(y);
+        }
+        store_vec(out + i, o);
+      }
+    }
+  }
+}
+
+// Any layout, with or without the residual: slots as f32 (rows.cuh).
 template <typename T, int kTpr, int kE, bool kVec, bool kRes>
 __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(NormParams p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
@@ -321,13 +451,14 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
     constexpr int kE = decltype(e)::value;
     constexpr int kThreads = block_threads<kTpr>();
     const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
-    // Residual (add_*) and plain norms are separate kernels: the plain one then holds
-    // one row slice in registers instead of two (ptxas, bf16 [*,4096]: 116 registers,
-    // 4 blocks of 128 per SM, for both).
+    // Plain vector rows take the packed kernel (bf16 [*,4096]: 64 registers, 8 blocks
+    // of 128 per SM; the f32-slot kernel it replaces used 114, 4 blocks). add_* keeps
+    // the f32-slot kernel (116 registers, measured 93% of copy: two loads per slot
+    // already put 64 KB in flight; packing it under the same cap spilled, ptxas -v).
     if (vec && p.res) {
       norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
     } else if (vec) {
-      norm_cached_kernel<T, kTpr, kE, true, false><<<grid, kThreads, 0, stream>>>(p);
+      norm_packed_kernel<T, kTpr, kE><<<grid, kThreads, 0, stream>>>(p);
     } else if (p.res) {
       norm_cached_kernel<T, kTpr, kE, false, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
