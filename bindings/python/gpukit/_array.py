@@ -963,26 +963,6 @@ def _import_capsule(rt: Runtime, capsule, device: Device | None = None) -> GPUAr
     return arr
 
 
-_wrapped_streams: dict = {}
-
-
-def _consumer_stream(rt: Runtime, device: Device, native: int) -> Stream:
-    """A cached wrapper of a consumer's native stream (wrapping keeps only the handle
-    value, so a cached wrapper is the same as a fresh one; not destroyed because
-    gk_stream_destroy synchronises)."""
-    key = (id(rt), device.id, native)
-    s = _wrapped_streams.get(key)
-    if s is None:
-        out = ffi.new(_T_GK_STREAM)
-        check(lib.gk_stream_wrap(rt.ptr, device.id, ffi.cast("void*", native), out))
-        s = out[0]
-        if len(_wrapped_streams) < 256:
-            _wrapped_streams[key] = s
-        else:
-            s = ffi.gc(s, lib.gk_stream_destroy)
-    return s
-
-
 def _sync_for_consumer(x: GPUArray, stream) -> None:
     if stream is None:
         stream = 1
@@ -997,10 +977,16 @@ def _sync_for_consumer(x: GPUArray, stream) -> None:
     rt, dev = x._rt, x._device
     ev = ffi.new(_T_GK_EVENT)
     check(lib.gk_event_create(rt.ptr, dev.id, ev))
+    consumer = ffi.new(_T_GK_STREAM)
     try:
         check(lib.gk_event_record(ev[0], producer.ptr if producer is not None else ffi.NULL))
-        check(lib.gk_stream_wait_event(_consumer_stream(rt, dev, int(stream)), ev[0]))
+        # A wrapper of the consumer's stream, freed right after: destroying a wrapped
+        # stream neither waits on nor destroys the consumer's stream.
+        check(lib.gk_stream_wrap(rt.ptr, dev.id, ffi.cast("void*", int(stream)), consumer))
+        check(lib.gk_stream_wait_event(consumer[0], ev[0]))
     finally:
+        if consumer[0] != ffi.NULL:
+            lib.gk_stream_destroy(consumer[0])
         lib.gk_event_destroy(ev[0])
 
 
