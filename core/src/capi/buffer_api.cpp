@@ -29,6 +29,7 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
                                         " has bits that are not GK_BUFFER_* flags");
     }
     gk::MemoryOwner* owner = nullptr;
+    gk::Task* task = nullptr;
     if (args->struct_size >= GK_STRUCT_SIZE(gk_alloc_args, owner) && args->owner) {
       if (args->owner->device != &d) {
         gk::fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: owner '" + args->owner->owner->name +
@@ -36,10 +37,19 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
                                           ", but the buffer is on " + d.label());
       }
       owner = args->owner->owner;
+      task = args->owner->task;
+    }
+    // A task's stream charges the task when no owner is named.
+    if (!owner && s.task) {
+      owner = s.task->owner;
+      task = s.task.get();
     }
     auto allocation = std::make_shared<gk::Allocation>(runtime->impl, d, args->size, s.native,
                                                        owner, args->flags & GK_BUFFER_EVICTABLE);
-    *out = gk::BufferTable::instance().insert(std::move(allocation));
+    gk_buffer* buffer = gk::BufferTable::instance().insert(std::move(allocation));
+    // Cancelling the task frees the buffers allocated for it (a stale handle after that).
+    if (task) rt.scheduler().charge_buffer(*task, buffer);
+    *out = buffer;
   });
 }
 

@@ -7,6 +7,7 @@
 #include "capi/capi_util.h"
 #include "common/dtype.h"
 #include "dispatch/dispatcher.h"
+#include "memory/charge_scope.h"
 #include "dispatch/op_schema.h"
 
 namespace gk {
@@ -147,6 +148,26 @@ void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_str
 }
 
 }  // namespace
+// An op on a scheduler task's stream: checked and paced before, charged to the task
+// (outputs and plugin scratch) during, recorded as in flight after.
+class TaskLaunch {
+ public:
+  TaskLaunch(Runtime& runtime, gk_stream& stream)
+      : runtime_(runtime),
+        stream_(stream),
+        charge_(stream.task ? stream.task->owner : nullptr) {
+    if (stream.task) runtime.scheduler().before_launch(*stream.task);
+  }
+  void launched() {
+    if (stream_.task) runtime_.scheduler().after_launch(*stream_.task, stream_.native);
+  }
+
+ private:
+  Runtime& runtime_;
+  gk_stream& stream_;
+  ChargeScope charge_;
+};
+
 }  // namespace gk
 
 extern "C" {
@@ -172,8 +193,10 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
                                         args->attrs, args->num_attrs);
     if (!device) device = &rt.devices().at(0);
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
+    gk::TaskLaunch task_launch(rt, stream);
     gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
                   output_tensors, args->attrs, args->num_attrs);
+    task_launch.launched();
   });
 }
 
@@ -304,6 +327,7 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
     }
     if (!device) device = &rt.devices().at(0);
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
+    gk::TaskLaunch task_launch(rt, stream);
 
     // The outputs are released again unless the call succeeds.
     struct Created {
@@ -324,6 +348,7 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
     }
     gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
                   output_tensors, args->attrs, args->num_attrs);
+    task_launch.launched();
     for (size_t i = 0; i < inferred.size(); ++i) {
       if (desc_stride) {
         auto* d = reinterpret_cast<gk_tensor_desc*>(reinterpret_cast<char*>(out_descs) +

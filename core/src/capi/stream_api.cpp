@@ -82,6 +82,7 @@ GK_API gk_status gk_stream_destroy(gk_stream* stream) {
       api.cuCtxPopCurrent(&popped);
     }
   }
+  if (stream->task) stream->runtime->scheduler().stream_destroyed(*stream->task);
   if (stream->owner) delete stream;  // the runtime's default streams are never freed here
   return status;
 }

@@ -5,6 +5,7 @@
 #include "common/dtype.h"
 #include "dispatch/op_schema.h"
 #include "memory/buffer_table.h"
+#include "memory/charge_scope.h"
 
 namespace gk {
 
@@ -126,6 +127,7 @@ GK_API gk_status gk_tensor_create(gk_runtime* runtime, int32_t device, const gk_
     gk::fill_contiguous_strides(&d);
     const gk::Device& dev = rt.devices().at(device);
     gk_stream& s = gk::stream_for(rt, stream, dev, "gk_tensor_create");
+    gk::ChargeScope charge(s.task ? s.task->owner : nullptr);  // a task's stream charges it
     *out = gk::create_tensor(runtime->impl, dev, d, s.native);
   });
 }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "memory/charge_scope.h"
 #include "runtime/runtime.h"
 
 namespace gk {
@@ -211,7 +212,7 @@ DeviceMemory::DeviceMemory(const DeviceSet& devices) : devices_(devices) {
 DeviceMemory::~DeviceMemory() = default;
 
 void* DeviceMemory::allocate(const Device& device, uint64_t bytes, cuda::CUstream stream) const {
-  return pool(device).allocate_raw(bytes, stream);
+  return pool(device).allocate_raw(bytes, stream, ChargeScope::current());
 }
 
 void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream stream) const {
@@ -225,6 +226,7 @@ Allocation::Allocation(std::shared_ptr<Runtime> rt, const Device& dev, uint64_t 
       size(bytes),
       free_stream(stream),
       pool(runtime->memory().pool(device)) {
+  if (!owner) owner = ChargeScope::current();
   if (evictable) {
     // The address is read under the pool's lock: another thread may spill it right after.
     record = pool.allocate_evictable(size, stream, owner, &ptr);

@@ -1,6 +1,7 @@
 #include "memory/memory_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -471,13 +472,34 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
                report);
     }
   }
+  // Within its request an owner may spill Burstable memory above request too, not only
+  // BestEffort buffers.
+  const bool within_request = owner->in_use + rounded <= owner->request;
   if (budget_ && stats_.bytes_in_use + rounded > budget_) {
-    evict_until([&] { return stats_.bytes_in_use + rounded <= budget_; }, nullptr, report);
+    evict_for(owner, within_request, [&] { return stats_.bytes_in_use + rounded <= budget_; },
+              report);
     if (stats_.bytes_in_use + rounded > budget_) {
       fail_oom(bytes, rounded, owner,
                "the device budget is " + human(budget_) + " and " + human(stats_.bytes_in_use) +
                    " of it is in use",
                report);
+    }
+  }
+  // What scheduler tasks reserved and do not use yet is kept for them.
+  if (owners_with_requests_ > 0) {
+    const uint64_t capacity = budget_ ? budget_ : backend_->total_memory();
+    auto fits = [&] {
+      return stats_.bytes_in_use + rounded + held_for_others(owner) <= capacity;
+    };
+    if (!fits()) {
+      evict_for(owner, within_request, fits, report);
+      if (!fits()) {
+        fail_oom(bytes, rounded, owner,
+                 "of the device's " + human(capacity) + ", " + human(stats_.bytes_in_use) +
+                     " is in use and " + human(held_for_others(owner)) +
+                     " is reserved for other tasks' requests",
+                 report);
+      }
     }
   }
   int size_class = rounded <= kSmallLimit ? size_class_of(rounded) : -1;
@@ -495,7 +517,7 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
       if (release_free_segments() > 0) continue;
     }
     int before = report.spilled;
-    evict_until([&] { return report.spilled > before; }, nullptr, report);
+    evict_for(owner, within_request, [&] { return report.spilled > before; }, report);
     if (report.spilled == before) break;
     trimmed = false;
   }
@@ -540,6 +562,45 @@ void MemoryPool::evict_until(Done done, MemoryOwner* owner, EvictionReport& repo
       }
     }
     r = newer;
+  }
+}
+
+// Spills for `requester` in class order: BestEffort (and unowned) buffers first, least
+// recently used first; then, only for a requester within its request, Burstable memory
+// above its owner's request. Guaranteed memory is never spilled for another owner.
+template <typename Done>
+void MemoryPool::evict_for(MemoryOwner* requester, bool within_request, Done done,
+                           EvictionReport& report) {
+  const int before = report.spilled;
+  const uint64_t bytes_before = report.spilled_bytes;
+  for (int32_t victims = kEvictFirst; victims <= kEvictAboveRequest && !done(); ++victims) {
+    if (victims == kEvictAboveRequest && !within_request) break;
+    EvictRecord* r = lru_tail_;
+    while (r && !done()) {
+      EvictRecord* newer = r->lru_prev;
+      MemoryOwner* o = r->owner ? r->owner : &unowned_;
+      bool victim = o->eviction_class == victims;
+      if (victim && victims == kEvictAboveRequest) {
+        victim = o != requester && o->in_use >= o->request + r->block->size;
+      }
+      if (victim) {
+        ++report.candidates;
+        uint64_t size = r->block->size;
+        if (r->pins > 0) {
+          ++report.skipped_pinned;
+        } else if (spill(r, report) && o != requester) {
+          note(o, "spilled " + human(size) + " (buffer #" + std::to_string(r->id) +
+                      ") to host memory to make room for '" + requester->name + "'" +
+                      (victims == kEvictAboveRequest ? " (memory above this task's request)" : ""));
+        }
+      }
+      r = newer;
+    }
+  }
+  if (report.spilled > before) {
+    note(requester, "made room by spilling " + std::to_string(report.spilled - before) +
+                        " buffer(s) (" + human(report.spilled_bytes - bytes_before) +
+                        ") of lower classes to host memory");
   }
 }
 
@@ -674,9 +735,9 @@ bool MemoryPool::is_spilled(const EvictRecord* r) {
   return r->block == nullptr;
 }
 
-void* MemoryPool::allocate_raw(uint64_t bytes, cuda::CUstream stream) {
+void* MemoryPool::allocate_raw(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner) {
   std::lock_guard<std::mutex> lock(mutex_);
-  PoolBlock* b = allocate_locked(bytes, stream, nullptr);
+  PoolBlock* b = allocate_locked(bytes, stream, owner);
   try {
     raw_live_.emplace(b->addr, b);
   } catch (...) {
@@ -719,6 +780,42 @@ MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
 void MemoryPool::close_owner(MemoryOwner* owner) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   owner->closed = true;
+  if (owner->request) --owners_with_requests_;
+  owner->request = 0;  // a closed owner holds no reservation
+}
+
+void MemoryPool::set_owner_class(MemoryOwner* owner, int32_t eviction_class, uint64_t request) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (owner->request) --owners_with_requests_;
+  owner->eviction_class = eviction_class;
+  owner->request = owner->closed ? 0 : request;
+  if (owner->request) ++owners_with_requests_;
+}
+
+std::vector<OwnerEvent> MemoryPool::owner_events(const MemoryOwner* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return owner->events;
+}
+
+void MemoryPool::note(MemoryOwner* owner, std::string text) {
+  if (owner == &unowned_) return;
+  if (owner->events.size() == kOwnerEventLimit) {
+    owner->events.erase(owner->events.begin());
+    ++owner->events_dropped;
+  }
+  uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count());
+  owner->events.push_back({now, std::move(text)});
+}
+
+uint64_t MemoryPool::held_for_others(const MemoryOwner* owner) const {
+  if (owners_with_requests_ == 0) return 0;
+  uint64_t held = 0;
+  for (const auto& o : owners_) {
+    if (o.get() != owner && o->request > o->in_use) held += o->request - o->in_use;
+  }
+  return held;
 }
 
 MemoryOwner MemoryPool::owner_usage(const MemoryOwner* owner) {

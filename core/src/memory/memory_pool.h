@@ -107,6 +107,17 @@ struct PoolStats {
   uint64_t segment_releases = 0;
 };
 
+// MemoryOwner::eviction_class values.
+constexpr int32_t kEvictFirst = 0;        // BestEffort tasks, plain owners, no owner
+constexpr int32_t kEvictAboveRequest = 1; // Burstable: only memory above its request
+constexpr int32_t kEvictNever = 2;        // Guaranteed: only for its own quota
+constexpr size_t kOwnerEventLimit = 64;
+
+struct OwnerEvent {
+  uint64_t t_ns;  // steady clock
+  std::string text;
+};
+
 // An owner's quota and usage on one pool. Lives as long as the pool.
 struct MemoryOwner {
   std::string name;
@@ -116,6 +127,14 @@ struct MemoryOwner {
   uint64_t alloc_count = 0;
   uint64_t failure_count = 0;
   bool closed = false;      // its handle was destroyed; blocks still charged stay charged
+  // Set by the scheduler for a task's owner. The class orders eviction: BestEffort (and
+  // owners of no task) first, then Burstable memory above its request; Guaranteed memory is
+  // never spilled for another owner. The request is held back from every other owner.
+  int32_t eviction_class = kEvictFirst;
+  uint64_t request = 0;
+  // What eviction did to or for this owner (the latest kOwnerEventLimit), oldest first.
+  std::vector<OwnerEvent> events;
+  uint64_t events_dropped = 0;
 };
 
 // The pool-side state of an evictable allocation: resident in `block`, or spilled to
@@ -165,10 +184,13 @@ class MemoryPool {
 
   // Raw pointers for plugins (host services): checked against the live table, so a
   // foreign pointer or a second free fails with INVALID_ARGUMENT naming `function`.
-  void* allocate_raw(uint64_t bytes, cuda::CUstream stream);
+  void* allocate_raw(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner = nullptr);
   void free_raw(void* ptr, cuda::CUstream stream, const char* function);
 
   MemoryOwner* create_owner(const std::string& name, uint64_t quota);
+  // Makes `owner` a scheduler task's: its eviction class and the request reserved for it.
+  void set_owner_class(MemoryOwner* owner, int32_t eviction_class, uint64_t request);
+  std::vector<OwnerEvent> owner_events(const MemoryOwner* owner);
   void close_owner(MemoryOwner* owner) noexcept;
   MemoryOwner owner_usage(const MemoryOwner* owner);
 
@@ -194,6 +216,10 @@ class MemoryPool {
   void release_segment(PoolSegment* segment) noexcept;
   template <typename Done>
   void evict_until(Done done, MemoryOwner* owner, EvictionReport& report);
+  template <typename Done>
+  void evict_for(MemoryOwner* requester, bool within_request, Done done, EvictionReport& report);
+  uint64_t held_for_others(const MemoryOwner* owner) const;
+  void note(MemoryOwner* owner, std::string text);
   bool spill(EvictRecord* record, EvictionReport& report);
   void restore(EvictRecord* record, cuda::CUstream stream);
   void lru_unlink(EvictRecord* r) noexcept;
@@ -213,6 +239,7 @@ class MemoryPool {
   uint64_t budget_ = 0;
   uint64_t free_seq_ = 0;
   uint64_t next_record_id_ = 1;
+  int32_t owners_with_requests_ = 0;
   std::vector<std::unique_ptr<MemoryOwner>> owners_;
   MemoryOwner unowned_;
   std::vector<PoolSegment*> segments_;

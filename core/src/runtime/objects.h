@@ -19,6 +19,7 @@ struct gk_stream {
   const gk::Device* device;
   gk::cuda::CUstream native;           // nullptr: the legacy default stream (or cpu)
   bool owns_native;
+  std::shared_ptr<gk::Task> task = {};  // the scheduler task owning it, if any
 };
 
 struct gk_event {
@@ -51,6 +52,13 @@ struct gk_memory_owner {
   std::shared_ptr<gk::Runtime> runtime;
   const gk::Device* device;
   gk::MemoryOwner* owner;  // lives as long as the device's pool
+  gk::Task* task = nullptr;  // set when it is a scheduler task's owner (borrowed handle)
+};
+
+struct gk_task {
+  std::shared_ptr<gk::Runtime> runtime;
+  std::shared_ptr<gk::Task> task;  // also held by the task's streams
+  gk_memory_owner owner;           // the handle gk_task_memory_owner lends
 };
 
 namespace gk {

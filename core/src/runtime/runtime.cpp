@@ -75,7 +75,8 @@ Runtime::Runtime(const RuntimeConfig& config)
     : config_(config),
       logger_(config.log_level, config.log_fn, config.log_user_data),
       devices_(config.devices, logger_),
-      memory_(devices_) {
+      memory_(devices_),
+      scheduler_(std::make_unique<Scheduler>(*this)) {
   for (const Device& d : devices_.devices()) {
     default_streams_.push_back(std::unique_ptr<gk_stream>(
         new gk_stream{this, nullptr, &d, nullptr, false}));

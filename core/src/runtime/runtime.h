@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "memory/device_memory.h"
 #include "plugin/plugin_registry.h"
+#include "scheduler/scheduler.h"
 
 namespace gk {
 
@@ -39,6 +40,7 @@ class Runtime {
   const DeviceSet& devices() const { return devices_; }
   const DeviceMemory& memory() const { return memory_; }
   const PluginRegistry& plugins() const { return *plugins_; }
+  Scheduler& scheduler() const { return *scheduler_; }
   // The default stream object of device `id` (the CUDA legacy default stream).
   gk_stream* default_stream(int32_t id) const;
 
@@ -47,6 +49,7 @@ class Runtime {
   Logger logger_;
   DeviceSet devices_;
   DeviceMemory memory_;
+  std::unique_ptr<Scheduler> scheduler_;  // its tasks' owners live in memory_'s pools
   std::vector<std::unique_ptr<gk_stream>> default_streams_;
   std::unique_ptr<PluginRegistry> plugins_;  // last: unloaded first
 };
