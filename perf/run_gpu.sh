@@ -4,7 +4,8 @@
 # print a short table last. Results land in $OUT (the device tool's folder) and in
 # build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
 #
-#   perf/run_gpu.sh [build|test|bench|all]     (default: all)
+#   perf/run_gpu.sh [build|test|bench|all|contention]     (default: all; contention: only
+#   the scheduler's benchmark, after a build)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (see perf/README.md) and are unpacked into a private prefix, never into /.
@@ -86,6 +87,13 @@ if [[ $STAGE == test || $STAGE == all ]]; then
   fi
 fi
 
+if [[ $STAGE == contention ]]; then
+  $BUILD/bin/bench_contention --json "$OUT/contention.json" ${CONTENTION_ARGS:-} \
+    > "$OUT/bench_contention.log" 2>&1
+  note "bench_contention: exit $?"
+  grep -E "^\| |^memory:|^request:" "$OUT/bench_contention.log" | tee -a "$SUMMARY"
+fi
+
 if [[ $STAGE == bench || $STAGE == all ]]; then
   export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
   export GPUKIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)
@@ -99,6 +107,12 @@ if [[ $STAGE == bench || $STAGE == all ]]; then
   fi
   python3 perf/python/bench_dlpack.py "$OUT/dlpack.json" > "$OUT/bench_dlpack.log" 2>&1
   note "bench_dlpack: exit $?"
+  if [ -x $BUILD/bin/bench_contention ]; then
+    $BUILD/bin/bench_contention --json "$OUT/contention.json" ${CONTENTION_ARGS:-} \
+      > "$OUT/bench_contention.log" 2>&1
+    note "bench_contention: exit $?"
+    grep -E "^\| |^memory:" "$OUT/bench_contention.log" | tee -a "$SUMMARY"
+  fi
 fi
 
 echo
