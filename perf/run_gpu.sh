@@ -48,7 +48,7 @@ fi
 export PYTHONUNBUFFERED=1
 
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-note "device: ${device:-none}; commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
+note "device: ${device:-none}; commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
 
 if [[ $STAGE == build || $STAGE == all ]]; then
   t0=$SECONDS
@@ -96,7 +96,7 @@ fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
   export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
-  export GPUKIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)
+  export GPUKIT_COMMIT=$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
   export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
   # HARNESS_ARGS: e.g. "--per-plugin" to re-run matmul once per CUDA matmul plugin.
   python3 perf/harness.py "$OUT/harness" ${HARNESS_ARGS:-} > "$OUT/harness.log" 2>&1

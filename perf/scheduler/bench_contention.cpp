@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress survives a killed run
   gk_runtime* rt = nullptr;
   CHECK(gk_runtime_create(nullptr, &rt));
   int device = gk_device_default(rt);
@@ -394,7 +395,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(11);
   for (auto& b : pattern) b = uint8_t(rng());
   std::vector<gk_buffer*> filled;
-  for (;;) {
+  // Evictable allocations spill older ones rather than fail: stop at a full budget.
+  for (uint64_t used = 0; used + chunk <= budget; used += chunk) {
     gk_alloc_args a{};
     a.struct_size = sizeof(a);
     a.device = device;
@@ -402,7 +404,7 @@ int main(int argc, char** argv) {
     a.flags = GK_BUFFER_EVICTABLE;
     a.owner = filler_owner;
     gk_buffer* b = nullptr;
-    if (gk_buffer_alloc(rt, &a, &b) != GK_OK) break;  // the budget is full
+    CHECK(gk_buffer_alloc(rt, &a, &b));
     void* p = nullptr;
     CHECK(gk_buffer_map(b, &p));
     uint64_t tag = filled.size();

@@ -1,5 +1,6 @@
-"""GPUkit for Python: NumPy-like arrays on GPUkit devices, DLPack 1.x exchange, and the
-runtime's devices, streams, events and plugins, over the C ABI (cffi, ABI mode).
+"""GPUkit for Python: NumPy-like arrays on GPUkit devices, DLPack 1.x exchange, the
+runtime's devices, streams, events, memory budgets and plugins, and scheduler tasks with
+QoS classes (gpukit.task), over the C ABI (cffi, ABI mode).
 
 ``import gpukit`` needs no GPU: without CUDA the runtime runs on the cpu device alone.
 """
@@ -10,8 +11,10 @@ from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfl
                      empty, from_dlpack, from_numpy, full, matmul, max, mean, min, multiply,
                      negative, ones, softmax, subtract, sum, zeros)
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
-from ._runtime import (Device, Event, Runtime, Stream, default_device, devices, explain, info,
-                       ops, plugins, runtime)
+from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_device, devices,
+                       explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)
+from ._scheduler import Task, scheduler_info, set_pacing, task
+from ._units import parse_memory
 from .errors import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -42,5 +45,7 @@ __all__ = [
     "absolute", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16",
     "Runtime", "Device", "Stream", "Event", "runtime", "devices", "default_device",
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
+    "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
+    "Task", "task", "scheduler_info", "set_pacing",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _capsule
 from ._lib import check, ffi, lib
-from ._runtime import Device, Runtime, Stream, runtime as _runtime
+from ._runtime import Device, Runtime, Stream, _current_stream, runtime as _runtime
 
 try:  # bfloat16 as a NumPy dtype, when available
     import ml_dtypes as _ml_dtypes
@@ -118,6 +118,7 @@ _GetPointer = _capsule._GetPointer
 _SetName = _capsule._SetName
 _FAILED_PRECONDITION = lib.GK_FAILED_PRECONDITION
 _MAX_VERSION = (1, 1)  # the DLPack version we ask producers for
+_current_stream_get = _current_stream.get
 
 
 def _gk_dtype(dtype) -> int:
@@ -253,9 +254,15 @@ _tls = threading.local()
 
 
 def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
-    """Runs op `name` once: gk_op_call_alloc creates the outputs, or gk_op_call writes `out`."""
+    """Runs op `name` once: gk_op_call_alloc creates the outputs, or gk_op_call writes `out`.
+    With no `stream`, the current stream (a task's, see gpukit.task) when it is on the
+    inputs' device, else the device's default stream."""
     x0 = inputs[0]
     rt = x0._rt
+    if stream is None:
+        stream = _current_stream_get()
+        if stream is not None and stream.device is not x0._device:
+            stream = None  # a task's stream serves the task's device only
     n = len(inputs)
     if out is not None:
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -500,6 +507,7 @@ class GPUArray:
             return arr.copy() if copy else arr
         src = self if self.is_contiguous else self._contiguous()
         if src.is_contiguous:
+            _wait_for(src)
             host = np.empty(self._shape, dtype)
             check(lib.gk_copy_to_host(src._t, ffi.cast("void*", host.ctypes.data), host.nbytes,
                                       ffi.NULL))
@@ -512,6 +520,7 @@ class GPUArray:
         hi = _b.sum(_b.max(0, (n - 1) * s) for n, s in zip(self._shape, self._strides))
         span = hi - lo + 1
         base = self._view((span,), (1,), lo)
+        _wait_for(base)
         raw = np.empty(span, dtype)
         check(lib.gk_copy_to_host(base._t, ffi.cast("void*", raw.ctypes.data), raw.nbytes,
                                   ffi.NULL))
@@ -581,6 +590,7 @@ class GPUArray:
         src = self.contiguous()
         desc = _desc_for(self._gk_dtype, self._shape)
         dst = GPUArray._create(self._rt, dev, desc)
+        _wait_for(src)
         check(lib.gk_copy(dst._t, src._t, ffi.NULL))
         return dst
 
@@ -804,8 +814,17 @@ def _from_host(host: np.ndarray, device: Device, gk_dtype: int | None = None,
     return arr
 
 
+def _wait_for(x: GPUArray) -> None:
+    """Blocks until the stream `x` was produced on (if not the default stream) has finished
+    its work, so a copy on the default stream reads the result: a task's or a user's
+    stream is non-blocking, not ordered with the default stream."""
+    if x._stream is not None and x._device.is_cuda:
+        x._stream.synchronize()
+
+
 def _copy_tensor(x: GPUArray) -> GPUArray:
     dst = GPUArray._create(x._rt, x._device, _desc_for(x._gk_dtype, x._shape))
+    _wait_for(x)
     check(lib.gk_copy(dst._t, x._t, ffi.NULL))
     return dst
 

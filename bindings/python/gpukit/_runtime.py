@@ -1,13 +1,21 @@
 """Runtime, devices, streams, events, plugins, explain and info over the C ABI."""
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 
 from ._lib import check, ffi, lib, take_string
+from ._units import parse_memory
 
 __all__ = ["Runtime", "Device", "Stream", "Event", "runtime", "devices", "default_device",
-           "plugins", "explain", "info", "ops"]
+           "plugins", "explain", "info", "ops", "current_stream", "set_memory_budget",
+           "memory_stats"]
+
+# The stream ops run on when the caller names none: a scheduler task's stream inside
+# `with gpukit.task(...)` (set and reset by Task), else None, the device's default stream.
+# Context-local, so threads and asyncio tasks each see their own.
+_current_stream = contextvars.ContextVar("gpukit_current_stream", default=None)
 
 KIND_NAMES = {1: "cpu", 2: "cuda"}
 
@@ -177,6 +185,23 @@ class Device:
     def is_cuda(self) -> bool:
         return self.kind == "cuda"
 
+    def set_memory_budget(self, budget) -> None:
+        """Limits the bytes in use on this device (gk_memory_set_budget): an int or a size
+        string ("64MiB", see parse_memory); 0 removes the limit. Allocations past it spill
+        evictable buffers, then fail with ResourceExhausted. Tasks are admitted against the
+        budget when one is set, else against the device's total memory."""
+        check(lib.gk_memory_set_budget(self.runtime.ptr, self.id,
+                                       parse_memory(budget, "budget")))
+
+    def memory_stats(self) -> dict:
+        """This device's pool statistics (gk_memory_stats_get), read now: every field of
+        gk_memory_stats (bytes_in_use, bytes_reserved, budget, spill_count, …)."""
+        st = ffi.new("gk_memory_stats*")
+        st.struct_size = ffi.sizeof("gk_memory_stats")
+        check(lib.gk_memory_stats_get(self.runtime.ptr, self.id, st))
+        return {name: getattr(st, name) for name, _ in ffi.typeof("gk_memory_stats").fields
+                if name != "struct_size"}
+
     def __str__(self):
         return f"cuda:{self.ordinal}" if self.is_cuda else "cpu"
 
@@ -316,3 +341,30 @@ def explain(op: str, *inputs, **kwargs) -> dict:
 
 def info() -> dict:
     return runtime().info()
+
+
+def device_of(spec) -> Device:
+    """A Device as given (of whichever runtime made it), else `spec` (None, an id, "cpu",
+    "cuda", "cuda:N") looked up in the default runtime."""
+    if isinstance(spec, Device):
+        return spec
+    return runtime().device(spec)
+
+
+def current_stream():
+    """The Stream ops run on when none is given: inside ``with gpukit.task(...)`` the task's
+    stream (for ops whose inputs are on the task's device), else None, which means the
+    device's default stream."""
+    return _current_stream.get()
+
+
+def set_memory_budget(device, budget) -> None:
+    """Limits the bytes in use on `device` (a Device, id or name; see Device.
+    set_memory_budget). `budget` is bytes or a size string ("64MiB"); 0 removes it."""
+    device_of(device).set_memory_budget(budget)
+
+
+def memory_stats(device=None) -> dict:
+    """The pool statistics of `device` (default: the default device), see
+    Device.memory_stats."""
+    return device_of(device).memory_stats()
