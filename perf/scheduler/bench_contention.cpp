@@ -205,7 +205,7 @@ std::string partition_of(gk_task* t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 4, rate = 1000;
+  double seconds = 5, rate = 200;
   int g_sms = 32;
   const char* json_path = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -264,8 +264,11 @@ int main(int argc, char** argv) {
   };
   req.depth = 1;
   double one = time_chain(plain_g);
-  req.depth = std::clamp(int(std::lround(100.0 / one)), 1, 64);
-  double chain = time_chain(plain_g);
+  double chain = one;
+  while (chain < 95.0 && req.depth < 64) {  // about 100 us of work per request
+    ++req.depth;
+    chain = time_chain(plain_g);
+  }
   std::printf("request: %d x bf16 [64,2048]x[2048,2048] matmuls, %.1f us alone (one: %.1f us)\n",
               req.depth, chain, one);
 
@@ -352,6 +355,17 @@ int main(int argc, char** argv) {
     CHECK(gk_task_stream_create(g, &gs));
     CHECK(gk_task_stream_create(h, &hs));
     std::string notes = "request: " + partition_of(g) + "; hog: " + partition_of(h);
+    for (gk_task* t : {g, h}) {
+      char* events = nullptr;
+      CHECK(gk_task_events_json(t, &events));
+      std::string text = events;
+      gk_string_free(events);
+      for (size_t at = text.find("\"partition\""); at != std::string::npos;
+           at = text.find("\"partition\"", at + 1)) {
+        size_t end = text.find('}', at);
+        std::printf("event: %s\n", text.substr(at, end - at).c_str());
+      }
+    }
     results.push_back(summarise("request alone, GPUkit task with partition",
                                 serve(rt, req, gs, rate, seconds, seed)));
     results.back().notes = notes;

@@ -26,6 +26,7 @@ struct DevResource {
 static_assert(sizeof(DevResource) == 144, "CUdevResource layout (cuda.h RESOURCE_ABI 1)");
 
 constexpr int kResourceTypeSm = 1;
+constexpr unsigned kGreenCtxDefaultStream = 0x1;  // required by cuGreenCtxCreate
 constexpr unsigned kStreamNonBlocking = 0x1;
 
 }  // namespace
@@ -113,7 +114,7 @@ void* GreenContexts::create(const std::vector<int>& set) {
                                                        unsigned(resources.size())),
               "cuDevResourceGenerateDesc", __FILE__, __LINE__);
   Api::CUgreenCtx green = nullptr;
-  cuda::check(driver_, api_->cuGreenCtxCreate(&green, desc, device_.cu_device, 0),
+  cuda::check(driver_, api_->cuGreenCtxCreate(&green, desc, device_.cu_device, kGreenCtxDefaultStream),
               "cuGreenCtxCreate", __FILE__, __LINE__);
   return green;
 }
