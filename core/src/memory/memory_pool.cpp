@@ -511,17 +511,50 @@ bool MemoryPool::grow(uint64_t rounded, bool exact) {
   return true;
 }
 
+// Every block free. A large segment may still hold several: neighbours freed on different
+// streams stay apart while either free is pending.
 bool MemoryPool::segment_idle(const PoolSegment* s) const {
-  return s->small ? s->live == 0 : (s->first->free && !s->first->next);
+  if (s->small) return s->live == 0;
+  for (const PoolBlock* b = s->first; b; b = b->next) {
+    if (!b->free) return false;
+  }
+  return true;
 }
 
 // Whether every block of an idle segment is settled (see settled()), without blocking.
 bool MemoryPool::segment_settled(PoolSegment* s) {
-  if (!s->small) return settled(s->first);
+  if (!s->small) {
+    for (PoolBlock* b = s->first; b; b = b->next) {
+      if (!settled(b)) return false;
+    }
+    return true;
+  }
   for (PoolBlock* b : s->carved) {
     if (!settled(b)) return false;
   }
   return true;
+}
+
+// Free neighbours kept apart by pending frees on different streams merge once those are
+// complete, which nothing notices on its own (free makes no driver call). Before the pool
+// grows, looks for such pairs (a query per pending stream, no host blocking) and merges
+// them. Returns whether any merged.
+bool MemoryPool::coalesce_settled() {
+  bool merged_any = false;
+  for (PoolSegment* s : segments_) {
+    if (s->small) continue;
+    for (PoolBlock* b = s->first; b && b->next;) {
+      PoolBlock* high = b->next;
+      if (!b->free || !high->free || !settled(b) || !settled(high)) {
+        b = high;
+        continue;
+      }
+      merge(b, high);  // both ready now: they merge, b survives
+      free_set(b).insert(b);
+      merged_any = true;
+    }
+  }
+  return merged_any;
 }
 
 // Before a segment is added for `rounded`: when it would take the reserve past the headroom
@@ -558,10 +591,13 @@ void MemoryPool::release_segment(PoolSegment* s) noexcept {
     }
     if (small_current_ == s) small_current_ = nullptr;
   } else {
-    PoolBlock* b = s->first;
-    free_set(b).erase(b);
-    wait_settled(b);
-    delete_block(b);
+    for (PoolBlock* b = s->first; b;) {
+      PoolBlock* next = b->next;
+      free_set(b).erase(b);
+      wait_settled(b);
+      delete_block(b);
+      b = next;
+    }
   }
   backend_->unmap_segment(reinterpret_cast<void*>(s->base), s->size);
   stats_.bytes_reserved -= s->size;
@@ -657,11 +693,16 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
   }
   int size_class = rounded <= kSmallLimit ? size_class_of(rounded) : -1;
   bool trimmed = false;
+  bool coalesced = false;
   for (;;) {
     PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
     if (b) {
       charge(b, bytes, owner);
       return b;
+    }
+    if (!coalesced && size_class < 0) {
+      coalesced = true;
+      if (coalesce_settled()) continue;
     }
     release_idle_for(rounded);
     if (grow(rounded, false) || grow(rounded, true)) continue;

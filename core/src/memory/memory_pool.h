@@ -236,6 +236,7 @@ class MemoryPool {
   bool grow(uint64_t rounded, bool exact);
   bool release_idle_for(uint64_t rounded);
   bool segment_settled(PoolSegment* s);
+  bool coalesce_settled();
   void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
   void bin_push(PoolBlock* b);
   void bin_remove(PoolBlock* b);
