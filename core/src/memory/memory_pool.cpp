@@ -396,7 +396,8 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
   bool huge = rounded >= kHugeMin;
   auto& set = huge ? huge_free_ : medium_free_;
   // A huge request is not cut from a block much larger than itself (kHugeFitFactor).
-  uint64_t largest = huge ? rounded * kHugeFitFactor : UINT64_MAX;
+  uint64_t largest = huge && rounded <= UINT64_MAX / kHugeFitFactor ? rounded * kHugeFitFactor
+                                                                    : UINT64_MAX;
   PoolBlock key;
   key.size = rounded;
   key.addr = 0;
