@@ -55,14 +55,12 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
 
 GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream) {
   return gk::c_guard([&] {
-    auto& table = gk::BufferTable::instance();
-    if (stream) {
-      // Check the stream before the handle goes stale, so a bad call changes nothing.
-      table.with(buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
-        gk::stream_for(*e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
-      });
-    }
-    std::shared_ptr<gk::Allocation> allocation = table.remove(buffer, "gk_buffer_free");
+    // The stream is checked before the handle goes stale, so a bad call changes nothing.
+    std::shared_ptr<gk::Allocation> allocation = gk::BufferTable::instance().remove(
+        buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
+          if (!stream) return;
+          gk::stream_for(*e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
+        });
     if (stream) allocation->free_stream = stream->native;
   });
 }

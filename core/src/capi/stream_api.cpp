@@ -40,7 +40,19 @@ GK_API gk_status gk_stream_create(gk_runtime* runtime, int32_t device, int32_t p
       int clamped = std::min(std::max(priority, greatest), least);
       GK_CU_CHECK(driver, cuStreamCreateWithPriority(&native, gk::cuda::kStreamNonBlocking, clamped));
     }
-    *out = new gk_stream{&rt, runtime->impl, &d, native, d.is_cuda()};
+    std::unique_ptr<gk_stream> stream(new gk_stream{&rt, runtime->impl, &d, native, d.is_cuda()});
+    // GPUkit destroys this stream itself (gk_stream_destroy tells the pool first), so frees
+    // on it need no event until another stream wants their memory.
+    if (native) {
+      try {
+        rt.memory().pool(d).track_stream(native);
+      } catch (...) {
+        gk::cuda::ContextGuard guard(driver_of(rt), d.context);
+        driver_of(rt).api().cuStreamDestroy(native);
+        throw;
+      }
+    }
+    *out = stream.release();
   });
 }
 
@@ -74,6 +86,8 @@ GK_API gk_status gk_stream_destroy(gk_stream* stream) {
   // A wrapped stream belongs to its creator: free the wrapper without waiting on it.
   gk_status status = stream->owns_native ? gk_stream_synchronize(stream) : GK_OK;
   if (stream->owns_native) {
+    // Frees still pending on the stream are settled before its handle can be reused.
+    stream->runtime->memory().pool(*stream->device).forget_stream(stream->native);
     const auto& driver = driver_of(*stream->runtime);
     const auto& api = driver.api();
     if (api.cuCtxPushCurrent(stream->device->context) == gk::cuda::kSuccess) {

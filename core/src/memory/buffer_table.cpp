@@ -57,9 +57,8 @@ BufferEntry& BufferTable::entry_locked(const gk_buffer* handle, const char* func
   return slot.entry;
 }
 
-std::shared_ptr<Allocation> BufferTable::remove(const gk_buffer* handle, const char* function) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  BufferEntry& entry = entry_locked(handle, function);
+std::shared_ptr<Allocation> BufferTable::remove_locked(const gk_buffer* handle,
+                                                      const char* function, BufferEntry& entry) {
   if (entry.map_count > 0) {
     fail(GK_FAILED_PRECONDITION, std::string(function) + ": gk_buffer " + handle_text(handle) +
                                      " is still mapped (" + std::to_string(entry.map_count) +

@@ -33,8 +33,19 @@ class BufferTable {
   }
 
   // Takes the entry out of the table (the handle becomes stale) and returns its
-  // allocation. FAILED_PRECONDITION while the buffer is mapped.
-  std::shared_ptr<Allocation> remove(const gk_buffer* handle, const char* function);
+  // allocation. FAILED_PRECONDITION while the buffer is mapped. `check(entry)` runs first,
+  // under the same lock (one lock per free on the hot path); when it throws, nothing changes.
+  template <typename Check>
+  std::shared_ptr<Allocation> remove(const gk_buffer* handle, const char* function,
+                                     Check&& check) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    BufferEntry& entry = entry_locked(handle, function);
+    check(entry);
+    return remove_locked(handle, function, entry);
+  }
+  std::shared_ptr<Allocation> remove(const gk_buffer* handle, const char* function) {
+    return remove(handle, function, [](BufferEntry&) {});
+  }
 
  private:
   struct Slot {
@@ -43,6 +54,8 @@ class BufferTable {
     BufferEntry entry;
   };
   BufferEntry& entry_locked(const gk_buffer* handle, const char* function);
+  std::shared_ptr<Allocation> remove_locked(const gk_buffer* handle, const char* function,
+                                            BufferEntry& entry);
 
   std::mutex mutex_;
   std::vector<Slot> slots_;

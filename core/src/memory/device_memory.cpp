@@ -69,15 +69,11 @@ class CudaBackend final : public PoolBackend {
     api_.cuMemFree(reinterpret_cast<cuda::CUdeviceptr>(base));
     pop();
   }
-  // Called at every free: skips the context push when the device's primary context is
-  // current already (as it is in threads that use cudart, PyTorch or CuPy on the device).
+  // Called at a free on a stream the pool does not track, and when another stream first
+  // wants blocks freed on a tracked one.
   void* record_event(cuda::CUstream stream) noexcept override {
-    cuda::CUcontext current = nullptr;
-    bool pushed = false;
-    if (api_.cuCtxGetCurrent(&current) != cuda::kSuccess || current != device_.context) {
-      if (api_.cuCtxPushCurrent(device_.context) != cuda::kSuccess) return nullptr;
-      pushed = true;
-    }
+    CurrentContext current(*this);
+    if (!current.ok) return nullptr;
     cuda::CUevent e = nullptr;
     if (!spare_events_.empty()) {
       e = spare_events_.back();
@@ -91,7 +87,6 @@ class CudaBackend final : public PoolBackend {
     }
     // No event: wait for the stream here, so the block is free for every stream.
     if (!e) api_.cuStreamSynchronize(stream);
-    if (pushed) pop();
     return e;
   }
   bool event_complete(void* event) override {
@@ -99,6 +94,9 @@ class CudaBackend final : public PoolBackend {
     return r != cuda::kErrorNotReady;
   }
   void stream_wait_event(cuda::CUstream stream, void* event) override {
+    // The legacy default stream (nullptr) is the current context's.
+    CurrentContext current(*this);
+    if (!current.ok) cuda::check(driver_, current.result, "cuCtxPushCurrent_v2", __FILE__, __LINE__);
     GK_CU_CHECK(driver_, cuStreamWaitEvent(stream, static_cast<cuda::CUevent>(event), 0));
   }
   void synchronize_event(void* event) noexcept override {
@@ -179,6 +177,28 @@ class CudaBackend final : public PoolBackend {
     cuda::CUcontext popped;
     api_.cuCtxPopCurrent(&popped);
   }
+
+  // Makes the device's context current for a scope, pushing it only when another (or none)
+  // is current: threads that use cudart, PyTorch or CuPy on the device have it already.
+  // `ok` is false when it could not be made current.
+  struct CurrentContext {
+    explicit CurrentContext(CudaBackend& backend) : b(backend) {
+      cuda::CUcontext now = nullptr;
+      if (b.api_.cuCtxGetCurrent(&now) == cuda::kSuccess && now == b.device_.context) return;
+      result = b.api_.cuCtxPushCurrent(b.device_.context);
+      pushed = result == cuda::kSuccess;
+      ok = pushed;
+    }
+    ~CurrentContext() {
+      if (pushed) b.pop();
+    }
+    CurrentContext(const CurrentContext&) = delete;
+    CurrentContext& operator=(const CurrentContext&) = delete;
+    CudaBackend& b;
+    cuda::CUresult result = cuda::kSuccess;
+    bool pushed = false;
+    bool ok = true;
+  };
 
   const DeviceSet& devices_;
   const Device& device_;

@@ -1,6 +1,8 @@
 #include "memory/memory_pool.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -14,6 +16,7 @@ struct PoolSegment {
   uintptr_t base = 0;
   uint64_t size = 0;
   bool small = false;
+  bool huge = false;  // made for one huge request: its blocks live in huge_free_
   // Small segments: bytes carved so far, blocks not free, every block carved.
   uint64_t bump = 0;
   uint64_t live = 0;
@@ -31,10 +34,12 @@ struct PoolBlock {
   PoolBlock* next = nullptr;
   PoolBlock* bin_prev = nullptr;  // a small class's free list
   PoolBlock* bin_next = nullptr;
-  // Live: the stream it was allocated in. Free: the stream it was freed in, and unless
-  // `ready`, the event recorded there at free time.
+  // Live: the stream it was allocated in. Free: the stream it was freed in; unless `ready`,
+  // either `lazy` (a tracked stream: complete once an event recorded there after free_seq
+  // has completed) or `event` (recorded at free on a stream the pool does not track).
   cuda::CUstream stream = nullptr;
   void* event = nullptr;
+  PoolStream* lazy = nullptr;
   uint64_t free_seq = 0;
   bool ready = true;  // free and usable on any stream
   bool free = true;
@@ -42,6 +47,20 @@ struct PoolBlock {
   MemoryOwner* owner = nullptr;
   EvictRecord* record = nullptr;
   bool raw = false;
+};
+
+// A tracked stream's free epochs. Every free is numbered (free_seq_, pool-wide); an event
+// recorded on the stream when free_seq_ was N completes after every free made there with a
+// number <= N, since those were queued in the stream's order before it.
+struct PoolStream {
+  struct Epoch {
+    void* event;
+    uint64_t seq;  // free_seq_ when recorded
+  };
+  cuda::CUstream stream = nullptr;
+  uint64_t completed_seq = 0;   // frees here numbered <= this are complete on the device
+  uint64_t last_free_seq = 0;   // the latest free made here
+  std::vector<Epoch> events;    // recorded and not known complete, oldest first
 };
 
 struct EvictionReport {
@@ -78,17 +97,25 @@ std::string hex(uintptr_t value) {
 
 uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
-// Class sizes: 256 .. 4096 by 256, then 4 per power of two up to kSmallLimit.
-const std::vector<uint64_t>& class_sizes() {
-  static const std::vector<uint64_t> sizes = [] {
-    std::vector<uint64_t> s;
-    for (uint64_t v = 256; v <= 4096; v += 256) s.push_back(v);
-    for (uint64_t p = 4096; p < kSmallLimit; p *= 2) {
-      for (uint64_t k = 1; k <= 4; ++k) s.push_back(p + p / 4 * k);
-    }
-    return s;
-  }();
-  return sizes;
+// Class sizes: 256 .. 4096 by 256 (16 classes), then 4 per power of two up to kSmallLimit.
+// A constant table: the hot path reads it without a guard for a function-local static.
+constexpr int kClassCount = 16 + 4 * (std::bit_width(kSmallLimit) - std::bit_width(uint64_t(4096)));
+constexpr std::array<uint64_t, kClassCount> kClassSizes = [] {
+  std::array<uint64_t, kClassCount> s{};
+  int i = 0;
+  for (uint64_t v = 256; v <= 4096; v += 256) s[size_t(i++)] = v;
+  for (uint64_t p = 4096; p < kSmallLimit; p *= 2) {
+    for (uint64_t k = 1; k <= 4; ++k) s[size_t(i++)] = p + p / 4 * k;
+  }
+  return s;
+}();
+
+// Stream-order helpers for PoolStream: the first `n` events are known complete.
+void complete_through(PoolStream* ps, size_t n, PoolBackend& backend) noexcept {
+  if (n == 0) return;
+  ps->completed_seq = std::max(ps->completed_seq, ps->events[n - 1].seq);
+  for (size_t i = 0; i < n; ++i) backend.release_event(ps->events[i].event);
+  ps->events.erase(ps->events.begin(), ps->events.begin() + long(n));
 }
 
 }  // namespace
@@ -103,14 +130,17 @@ std::string EvictionReport::text() const {
 }
 
 int size_class_of(uint64_t bytes) {
-  const auto& sizes = class_sizes();
   if (bytes <= 4096) return int((std::max<uint64_t>(bytes, 1) + 255) / 256) - 1;
-  return int(std::lower_bound(sizes.begin(), sizes.end(), bytes) - sizes.begin());
+  // p < bytes <= 2p for a power of two p >= 4096: the classes there are p + k * p / 4.
+  int log2_p = std::bit_width(bytes - 1) - 1;
+  uint64_t quarter = (uint64_t(1) << log2_p) / 4;
+  int k = int((bytes - (uint64_t(1) << log2_p) + quarter - 1) / quarter);  // 1..4
+  return 16 + 4 * (log2_p - 12) + k - 1;
 }
 
-uint64_t size_class_size(int size_class) { return class_sizes()[size_t(size_class)]; }
+uint64_t size_class_size(int size_class) { return kClassSizes[size_t(size_class)]; }
 
-int size_class_count() { return int(class_sizes().size()); }
+int size_class_count() { return kClassCount; }
 
 uint64_t pool_rounded_size(uint64_t bytes) {
   if (bytes <= kSmallLimit) return size_class_size(size_class_of(bytes));
@@ -126,6 +156,9 @@ MemoryPool::MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend)
     : label_(std::move(label)), backend_(std::move(backend)) {
   unowned_.name = "(no owner)";
   small_bins_.assign(size_t(size_class_count()), nullptr);
+  // The legacy default stream lives as long as the device's context, which outlives the
+  // pool: frees there need no event at once.
+  track_stream(nullptr);
 }
 
 MemoryPool::~MemoryPool() {
@@ -152,6 +185,9 @@ MemoryPool::~MemoryPool() {
     delete s;
   }
   for (PoolBlock* b : spare_blocks_) delete b;
+  for (auto& [stream, ps] : streams_) {
+    for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
+  }
 }
 
 PoolBlock* MemoryPool::new_block() {
@@ -181,29 +217,115 @@ uint64_t MemoryPool::block_size(const PoolBlock* block) { return block->size; }
 
 // ---- usability across streams ---------------------------------------------------------
 
-bool MemoryPool::usable_on(PoolBlock* b, cuda::CUstream stream) {
-  if (b->ready || b->stream == stream) return true;
-  if (backend_->event_complete(b->event)) {
-    backend_->release_event(b->event);
-    b->event = nullptr;
-    b->ready = true;
-    return true;
-  }
-  return false;
+PoolStream* MemoryPool::tracked(cuda::CUstream stream) noexcept {
+  if (last_stream_ && last_stream_->stream == stream) return last_stream_;
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return nullptr;
+  last_stream_ = it->second.get();
+  return last_stream_;
 }
 
-// Makes a free block safe to use on `stream`: waits there for its free event when it was
-// freed on another stream and that event has not completed (no host blocking).
-void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
-  if (!usable_on(b, stream)) {
-    backend_->stream_wait_event(stream, b->event);
-    ++stats_.cross_stream_waits;
+// An event on ps's stream that completes after every free made there numbered up to `seq`:
+// the oldest outstanding one that covers it, else one recorded now (recording later than
+// the free only captures more work, never less). nullptr when that work is complete.
+void* MemoryPool::covering_event(PoolStream* ps, uint64_t seq) noexcept {
+  if (seq <= ps->completed_seq) return nullptr;
+  for (const PoolStream::Epoch& e : ps->events) {
+    if (e.seq >= seq) return e.event;
+  }
+  void* event = backend_->record_event(ps->stream);
+  ++stats_.events_recorded;
+  if (event) {
+    try {
+      ps->events.push_back({event, free_seq_});
+      return event;
+    } catch (...) {
+      backend_->synchronize_event(event);  // no room to keep it: wait for it here instead
+      backend_->release_event(event);
+    }
+  }
+  // Complete already: so is every older event of the stream.
+  complete_through(ps, ps->events.size(), *backend_);
+  ps->completed_seq = free_seq_;
+  return nullptr;
+}
+
+// Whether every free made on ps's stream up to `seq` is complete, without blocking.
+bool MemoryPool::stream_complete(PoolStream* ps, uint64_t seq) {
+  if (seq <= ps->completed_seq) return true;
+  size_t done = 0;
+  while (done < ps->events.size() && backend_->event_complete(ps->events[done].event)) ++done;
+  complete_through(ps, done, *backend_);
+  if (seq <= ps->completed_seq) return true;
+  // Nothing outstanding covers it: record an event now, so that a later look can find it
+  // complete. While an older event is outstanding, a newer one cannot have completed, so
+  // one probe per stream at a time is enough.
+  if (ps->events.empty()) covering_event(ps, seq);
+  return seq <= ps->completed_seq;
+}
+
+// Whether a free block's free is complete on the device (so it is usable on every stream
+// and may go back to the backend), without blocking; marks it ready when it is.
+bool MemoryPool::settled(PoolBlock* b) {
+  if (b->ready) return true;
+  if (b->lazy ? !stream_complete(b->lazy, b->free_seq) : !backend_->event_complete(b->event)) {
+    return false;
   }
   if (b->event) backend_->release_event(b->event);
   b->event = nullptr;
+  b->lazy = nullptr;
+  b->ready = true;
+  return true;
+}
+
+// Blocks the host until a free block's free is complete (trim, release under pressure).
+void MemoryPool::wait_settled(PoolBlock* b) noexcept {
+  if (b->ready) return;
+  if (PoolStream* ps = b->lazy) {
+    if (void* e = covering_event(ps, b->free_seq)) {
+      backend_->synchronize_event(e);
+      size_t n = 0;
+      while (ps->events[n].event != e) ++n;
+      complete_through(ps, n + 1, *backend_);  // and every older event of the stream
+    }
+  } else {
+    backend_->synchronize_event(b->event);
+    backend_->release_event(b->event);
+  }
+  b->event = nullptr;
+  b->lazy = nullptr;
+  b->ready = true;
+}
+
+bool MemoryPool::usable_on(PoolBlock* b, cuda::CUstream stream) {
+  // A lazy block's stream is alive (forget_stream settles them all before a tracked stream
+  // goes), so its handle cannot name another stream yet.
+  if (b->ready || b->stream == stream) return true;
+  return settled(b);
+}
+
+// Makes `stream` wait, on the device, for the free of a block freed on another stream.
+void MemoryPool::wait_for(PoolBlock* b, cuda::CUstream stream) {
+  void* e = b->lazy ? covering_event(b->lazy, b->free_seq) : b->event;
+  if (!e) return;  // complete meanwhile
+  backend_->stream_wait_event(stream, e);
+  ++stats_.cross_stream_waits;
+}
+
+void MemoryPool::take(PoolBlock* b, cuda::CUstream stream) noexcept {
+  if (b->event) backend_->release_event(b->event);
+  b->event = nullptr;
+  b->lazy = nullptr;
   b->ready = true;
   b->free = false;
   b->stream = stream;
+}
+
+// Makes a free block safe to use on `stream`: waits there for its free when it was freed
+// on another stream and that has not completed (no host blocking), and takes it.
+void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
+  if (!usable_on(b, stream)) wait_for(b, stream);
+  take(b, stream);
 }
 
 // ---- small blocks ----------------------------------------------------------------------
@@ -267,16 +389,25 @@ PoolBlock* MemoryPool::try_small(int size_class, cuda::CUstream stream) {
 
 // ---- large blocks ----------------------------------------------------------------------
 
+std::set<PoolBlock*, MemoryPool::BySize>& MemoryPool::free_set(const PoolBlock* b) {
+  return b->segment->huge ? huge_free_ : medium_free_;
+}
+
 PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
+  bool huge = rounded >= kHugeMin;
+  auto& set = huge ? huge_free_ : medium_free_;
+  // A huge request is not cut from a block much larger than itself (kHugeFitFactor).
+  uint64_t largest = huge && rounded <= UINT64_MAX / kHugeFitFactor ? rounded * kHugeFitFactor
+                                                                    : UINT64_MAX;
   PoolBlock key;
   key.size = rounded;
   key.addr = 0;
   PoolBlock* chosen = nullptr;
   PoolBlock* pending = nullptr;
   int looked = 0;
-  for (auto it = large_free_.lower_bound(&key); it != large_free_.end() && looked < 16;
+  for (auto it = set.lower_bound(&key); it != set.end() && looked < 16 && (*it)->size <= largest;
        ++it, ++looked) {
-    if (usable_on(*it, stream)) {  // may clear a completed event
+    if (usable_on(*it, stream)) {  // may find its free complete
       chosen = *it;
       break;
     }
@@ -285,9 +416,10 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
   bool usable = chosen != nullptr;
   if (!chosen) chosen = pending;
   if (!chosen) return nullptr;
-  large_free_.erase(chosen);
+  set.erase(chosen);
+  // Ordered after the free before the split: the remainder keeps the same pending state.
+  if (!usable) wait_for(chosen, stream);
   if (chosen->size - rounded >= kMinSplitRemainder) {
-    // Split: the remainder stays free, in the same stream state, and keeps the free event.
     PoolBlock* rest = new_block();
     rest->addr = chosen->addr + rounded;
     rest->size = chosen->size - rounded;
@@ -298,19 +430,15 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
     chosen->next = rest;
     rest->stream = chosen->stream;
     rest->ready = chosen->ready;
-    rest->event = chosen->event;
+    rest->lazy = chosen->lazy;
+    rest->event = chosen->event;  // an eager event moves to the part that stays free
     rest->free_seq = chosen->free_seq;
     rest->free = true;
     chosen->size = rounded;
     chosen->event = nullptr;
-    if (!usable) {
-      backend_->stream_wait_event(stream, rest->event);
-      ++stats_.cross_stream_waits;
-    }
-    chosen->ready = true;
-    large_free_.insert(rest);
+    set.insert(rest);
   }
-  take_for(chosen, stream);
+  take(chosen, stream);
   return chosen;
 }
 
@@ -318,9 +446,11 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
 // (`low`) or nullptr when they stay apart.
 PoolBlock* MemoryPool::merge(PoolBlock* low, PoolBlock* high) {
   if (!low || !high || !low->free || !high->free) return nullptr;
-  if (!low->ready && !high->ready && low->stream != high->stream) return nullptr;
+  if (!low->ready && !high->ready && (low->lazy != high->lazy || low->stream != high->stream)) {
+    return nullptr;
+  }
   // Ready + pending: the merged block is pending on the pending one's stream. Two pending on
-  // one stream: the later event covers the earlier (stream order).
+  // one stream: the later free covers the earlier (stream order).
   PoolBlock* keep_state = low->ready ? high : high->ready ? low
                                       : (low->free_seq > high->free_seq ? low : high);
   PoolBlock* drop_state = keep_state == low ? high : low;
@@ -329,16 +459,19 @@ PoolBlock* MemoryPool::merge(PoolBlock* low, PoolBlock* high) {
   void* event = keep_state->event;
   cuda::CUstream stream = keep_state->stream;
   bool ready = keep_state->ready;
+  PoolStream* lazy = keep_state->lazy;
   uint64_t seq = keep_state->free_seq;
   keep_state->event = nullptr;
-  large_free_.erase(low);
-  large_free_.erase(high);
+  auto& set = free_set(low);
+  set.erase(low);
+  set.erase(high);
   low->size += high->size;
   low->next = high->next;
   if (high->next) high->next->prev = low;
   low->event = event;
   low->stream = stream;
   low->ready = ready;
+  low->lazy = lazy;
   low->free_seq = seq;
   delete_block(high);
   return low;
@@ -346,21 +479,27 @@ PoolBlock* MemoryPool::merge(PoolBlock* low, PoolBlock* high) {
 
 // ---- growth and release ----------------------------------------------------------------
 
+uint64_t MemoryPool::segment_size_for(uint64_t rounded, bool exact) const {
+  if (rounded <= kSmallLimit) return kSmallSegmentSize;
+  if (!exact && rounded < kHugeMin) return kLargeSegmentMin;
+  return round_up(rounded, kSegmentRounding);
+}
+
 bool MemoryPool::grow(uint64_t rounded, bool exact) {
   bool small = rounded <= kSmallLimit;
-  uint64_t size = small ? kSmallSegmentSize
-                        : (!exact && rounded < kLargeSegmentMin / 2 ? kLargeSegmentMin
-                                                                    : round_up(rounded, kSegmentRounding));
+  uint64_t size = segment_size_for(rounded, exact);
   void* base = backend_->map_segment(size);
   if (!base) return false;
   auto* s = new PoolSegment();
   s->base = reinterpret_cast<uintptr_t>(base);
   s->size = size;
   s->small = small;
+  s->huge = !small && rounded >= kHugeMin;
   segments_.push_back(s);
   stats_.bytes_reserved += size;
   stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
   ++stats_.segment_count;
+  ++stats_.segment_maps;
   if (small) {
     small_current_ = s;
   } else {
@@ -369,24 +508,98 @@ bool MemoryPool::grow(uint64_t rounded, bool exact) {
     b->size = size;
     b->segment = s;
     s->first = b;
-    large_free_.insert(b);
+    free_set(b).insert(b);
   }
   return true;
+}
+
+// Every block free. A large segment may still hold several: neighbours freed on different
+// streams stay apart while either free is pending.
+bool MemoryPool::segment_idle(const PoolSegment* s) const {
+  if (s->small) return s->live == 0;
+  for (const PoolBlock* b = s->first; b; b = b->next) {
+    if (!b->free) return false;
+  }
+  return true;
+}
+
+// Whether every block of an idle segment is settled (see settled()), without blocking.
+bool MemoryPool::segment_settled(PoolSegment* s) {
+  if (!s->small) {
+    for (PoolBlock* b = s->first; b; b = b->next) {
+      if (!settled(b)) return false;
+    }
+    return true;
+  }
+  for (PoolBlock* b : s->carved) {
+    if (!settled(b)) return false;
+  }
+  return true;
+}
+
+// Free neighbours kept apart by pending frees on different streams merge once those are
+// complete, which nothing notices on its own (free makes no driver call). Before the pool
+// grows, looks for such pairs (a query per pending stream, no host blocking) and merges
+// them. Returns whether any merged.
+bool MemoryPool::coalesce_settled() {
+  bool merged_any = false;
+  for (PoolSegment* s : segments_) {
+    if (s->small) continue;
+    for (PoolBlock* b = s->first; b && b->next;) {
+      PoolBlock* high = b->next;
+      if (!b->free || !high->free || !settled(b) || !settled(high)) {
+        b = high;
+        continue;
+      }
+      merge(b, high);  // both ready now: they merge, b survives
+      free_set(b).insert(b);
+      merged_any = true;
+    }
+  }
+  return merged_any;
+}
+
+// Before a segment is added for `rounded`: when it would take the reserve past the headroom
+// over max(the peak in use, in use now + the request), gives back idle, settled segments,
+// largest first, until it fits or none is left. Never blocks the host: a segment whose free
+// is still pending on its stream stays (its stream gets an event, so a later call may find
+// it settled). Returns whether any was given back.
+bool MemoryPool::release_idle_for(uint64_t rounded) {
+  uint64_t need = segment_size_for(rounded, false);
+  uint64_t base = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use + rounded);
+  uint64_t limit = base + base / kReserveHeadroomDivisor;
+  if (stats_.bytes_reserved + need <= limit) return false;
+  std::vector<PoolSegment*> idle;
+  for (PoolSegment* s : segments_) {
+    if (segment_idle(s) && segment_settled(s)) idle.push_back(s);
+  }
+  std::sort(idle.begin(), idle.end(),
+            [](const PoolSegment* a, const PoolSegment* b) { return a->size > b->size; });
+  bool released = false;
+  for (PoolSegment* s : idle) {
+    if (stats_.bytes_reserved + need <= limit) break;
+    release_segment(s);
+    released = true;
+  }
+  return released;
 }
 
 void MemoryPool::release_segment(PoolSegment* s) noexcept {
   if (s->small) {
     for (PoolBlock* b : s->carved) {
       bin_remove(b);
-      if (b->event) backend_->synchronize_event(b->event);
+      wait_settled(b);
       delete_block(b);
     }
     if (small_current_ == s) small_current_ = nullptr;
   } else {
-    PoolBlock* b = s->first;
-    large_free_.erase(b);
-    if (b->event) backend_->synchronize_event(b->event);
-    delete_block(b);
+    for (PoolBlock* b = s->first; b;) {
+      PoolBlock* next = b->next;
+      free_set(b).erase(b);
+      wait_settled(b);
+      delete_block(b);
+      b = next;
+    }
   }
   backend_->unmap_segment(reinterpret_cast<void*>(s->base), s->size);
   stats_.bytes_reserved -= s->size;
@@ -400,8 +613,7 @@ uint64_t MemoryPool::release_free_segments() noexcept {
   uint64_t released = 0;
   std::vector<PoolSegment*> idle;
   for (PoolSegment* s : segments_) {
-    bool free = s->small ? s->live == 0 : (s->first->free && !s->first->next);
-    if (free) idle.push_back(s);
+    if (segment_idle(s)) idle.push_back(s);
   }
   for (PoolSegment* s : idle) {
     released += s->size;
@@ -504,12 +716,18 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
   }
   int size_class = rounded <= kSmallLimit ? size_class_of(rounded) : -1;
   bool trimmed = false;
+  bool coalesced = false;
   for (;;) {
     PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
     if (b) {
       charge(b, bytes, owner);
       return b;
     }
+    if (!coalesced && size_class < 0) {
+      coalesced = true;
+      if (coalesce_settled()) continue;
+    }
+    release_idle_for(rounded);
     if (grow(rounded, false) || grow(rounded, true)) continue;
     // Under pressure: give free segments back to the driver, then spill evictable buffers.
     if (!trimmed) {
@@ -655,8 +873,22 @@ void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) no
   b->free = true;
   b->stream = stream;
   b->free_seq = ++free_seq_;
-  b->event = ready ? nullptr : backend_->record_event(stream);
-  b->ready = !b->event;
+  b->event = nullptr;
+  b->lazy = nullptr;
+  b->ready = true;
+  if (!ready) {
+    if (PoolStream* ps = tracked(stream)) {
+      // No driver call: an event is recorded only if another stream wants the block.
+      b->lazy = ps;
+      b->ready = false;
+      ps->last_free_seq = b->free_seq;
+    } else {
+      // The stream may be gone by the time another one wants the block: record now.
+      b->event = backend_->record_event(stream);
+      b->ready = !b->event;
+      ++stats_.events_recorded;
+    }
+  }
   if (b->size_class >= 0) {
     --b->segment->live;
     bin_push(b);
@@ -665,7 +897,7 @@ void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) no
   PoolBlock* merged = b;
   if (PoolBlock* m = merge(b->prev, merged)) merged = m;
   if (PoolBlock* m = merge(merged, merged->next)) merged = m;
-  large_free_.insert(merged);
+  free_set(merged).insert(merged);
   if (!merged->prev) merged->segment->first = merged;
 }
 
@@ -768,6 +1000,39 @@ void MemoryPool::free_raw(void* ptr, cuda::CUstream stream, const char* function
   free_locked(b, stream, false);
 }
 
+void MemoryPool::track_stream(cuda::CUstream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (streams_.count(stream)) return;
+  auto ps = std::make_unique<PoolStream>();
+  ps->stream = stream;
+  streams_.emplace(stream, std::move(ps));
+}
+
+void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
+  if (!stream) return;  // the legacy default stream lives as long as the context
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  PoolStream* ps = it->second.get();
+  // The handle may name another stream once this one is destroyed: every block pending on
+  // it must be complete first. The caller synchronized the stream, so this is quick; it
+  // does not rely on that having succeeded.
+  if (void* e = covering_event(ps, ps->last_free_seq)) backend_->synchronize_event(e);
+  auto settle = [ps](PoolBlock* b) {
+    if (b->lazy != ps) return;
+    b->lazy = nullptr;
+    b->ready = true;
+  };
+  for (PoolBlock* head : small_bins_) {
+    for (PoolBlock* b = head; b; b = b->bin_next) settle(b);
+  }
+  for (PoolBlock* b : medium_free_) settle(b);
+  for (PoolBlock* b : huge_free_) settle(b);
+  for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
+  if (last_stream_ == ps) last_stream_ = nullptr;
+  streams_.erase(it);
+}
+
 MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto o = std::make_unique<MemoryOwner>();
@@ -838,7 +1103,8 @@ PoolStats MemoryPool::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   PoolStats s = stats_;
   s.budget = budget_;
-  s.largest_free_block = large_free_.empty() ? 0 : (*large_free_.rbegin())->size;
+  s.largest_free_block = std::max(medium_free_.empty() ? 0 : (*medium_free_.rbegin())->size,
+                                  huge_free_.empty() ? 0 : (*huge_free_.rbegin())->size);
   uint64_t free_bytes = s.bytes_reserved - s.bytes_in_use;
   if (free_bytes == 0) {
     s.fragmentation = 0;
@@ -860,7 +1126,8 @@ std::string MemoryPool::snapshot_json() {
            {"size", b->size},
            {"stream", hex(reinterpret_cast<uintptr_t>(b->stream))}};
     if (b->free) {
-      j["state"] = b->ready ? "free" : "free_pending";  // pending: waiting on its free event
+      // Pending: freed on a stream whose work up to the free is not known to be complete.
+      j["state"] = b->ready ? "free" : "free_pending";
     } else {
       j["state"] = "allocated";
       j["requested"] = b->requested;
@@ -890,6 +1157,7 @@ std::string MemoryPool::snapshot_json() {
            {"kind", s->small ? "small" : "large"},
            {"blocks", std::move(blocks)}};
     if (s->small) j["uncarved"] = s->size - s->bump;
+    if (!s->small) j["huge"] = s->huge;
     segments.push_back(std::move(j));
   }
   json owners = json::array();

@@ -2,14 +2,25 @@
 //
 // Small requests (<= kSmallLimit) are rounded to a size class and served from per-class
 // free lists, carved by bumping through 2 MiB small segments. Larger requests are rounded
-// to 4 KiB and served best-fit from large segments, splitting a block when the remainder is
-// worth keeping and coalescing neighbours on free. Segments come from a PoolBackend (the
-// CUDA driver, or aligned host memory for the cpu device: the same logic serves both, so
-// the accounting and eviction code runs in CI) and go back on trim() or under pressure.
+// to 4 KiB and served best-fit, splitting a block when the remainder is worth keeping and
+// coalescing neighbours on free: medium requests (< kHugeMin) from shared 20 MiB segments,
+// huge ones from segments of their own size, and only from a free huge block at most
+// kHugeFitFactor times their size (so a small request never pins a huge segment, and a huge
+// segment comes free whole). Segments come from a PoolBackend (the CUDA driver, or aligned
+// host memory for the cpu device: the same logic serves both, so the accounting and
+// eviction code runs in CI). Before the pool grows past kReserveHeadroom over the most it
+// has had in use, it gives idle segments back; all of them go on trim() or under pressure.
 //
 // Stream order: a block freed on stream S is reusable on S at once. On another stream T it
-// is reused only once the event recorded on S at free time has completed, or after T was
-// made to wait on that event (cuStreamWaitEvent): the host never blocks on the alloc path.
+// must wait for the work queued on S before the free. For streams the pool tracks (those
+// made by gk_stream_create and the legacy default stream: their destruction is announced
+// through forget_stream()), free records nothing: when T first wants such a block, the
+// pool records one event on S *then* (it covers every free made on S so far, a superset of
+// the work at free time, so it is conservative but correct) and shares it among all of S's
+// pending blocks. For a stream it does not track (a wrapped foreign stream, which may be
+// destroyed without notice), free records an event at once, as the only moment the stream
+// is known to exist. T reuses a pending block once that event has completed, or after
+// being made to wait on it (cuStreamWaitEvent): the host never blocks on the alloc path.
 //
 // Accounting: every block is charged to an owner (a quota in bytes on this device, 0 for
 // none). Evictable allocations (GK_BUFFER_EVICTABLE) are kept in an LRU list; when a
@@ -37,8 +48,21 @@ constexpr uint64_t kPoolAlignment = 256;
 constexpr uint64_t kSmallLimit = uint64_t(1) << 20;         // largest small class
 constexpr uint64_t kSmallSegmentSize = uint64_t(2) << 20;   // small segments
 constexpr uint64_t kLargeRounding = 4096;                   // large requests round to this
-constexpr uint64_t kLargeSegmentMin = uint64_t(20) << 20;   // segment for a request < 10 MiB
-constexpr uint64_t kSegmentRounding = uint64_t(2) << 20;    // larger segments round to this
+constexpr uint64_t kLargeSegmentMin = uint64_t(20) << 20;   // segment for a medium request
+constexpr uint64_t kHugeMin = kLargeSegmentMin / 2;         // huge: a segment of its own
+constexpr uint64_t kSegmentRounding = uint64_t(2) << 20;    // huge segments round to this
+// A huge request takes a free huge block only when the block is at most this many times its
+// size; otherwise it gets a new segment (after idle ones were given back, see below). Cutting
+// a huge free block for a much smaller request strands the rest until its neighbour comes
+// back, and on the bench_pool trace (perf/memory/pool_trace.h) that was most of the gap to the
+// live peak: with the headroom rule below, factor 2 keeps peak reserved / peak live at
+// 1.05-1.09 there (other seeds: 1.05-1.10; 1.22 before), for about four times the segment
+// maps (195 against 52 on the cpu pool).
+constexpr uint64_t kHugeFitFactor = 2;
+// The pool grows past max(the most it has had in use, in use now + the request) plus this
+// fraction (1/20) only after giving back idle segments (largest first), so that segments
+// freed by one phase of a program do not stay reserved beside those of the next.
+constexpr uint64_t kReserveHeadroomDivisor = 20;
 // A large block is always split to the rounded request (every large size is a multiple of
 // kLargeRounding), so accounting, quotas and the budget see exactly the rounded size; a
 // remainder too small for any large request becomes usable again when a neighbour is freed.
@@ -62,7 +86,8 @@ class PoolBackend {
   virtual void unmap_segment(void* base, uint64_t bytes) noexcept = 0;
   // An event capturing the work queued on `stream` so far, or nullptr when that work is
   // already complete (the cpu device runs streams synchronously; a backend that cannot
-  // record waits for the stream instead).
+  // record waits for the stream instead). Called at free for streams the pool does not
+  // track, and at the first cross-stream use (or release) of blocks freed on tracked ones.
   virtual void* record_event(cuda::CUstream stream) noexcept = 0;
   virtual bool event_complete(void* event) = 0;
   // Makes later work on `stream` wait for `event`, without blocking the host.
@@ -85,6 +110,7 @@ class PoolBackend {
 
 struct PoolSegment;
 struct PoolBlock;
+struct PoolStream;
 
 // Pool-wide counters, as gk_memory_stats reports them.
 struct PoolStats {
@@ -105,6 +131,8 @@ struct PoolStats {
   uint64_t restore_count = 0;
   uint64_t cross_stream_waits = 0;
   uint64_t segment_releases = 0;
+  uint64_t segment_maps = 0;      // segments taken from the backend, ever
+  uint64_t events_recorded = 0;   // free events recorded (at free, or later for tracked streams)
 };
 
 // MemoryOwner::eviction_class values.
@@ -166,7 +194,7 @@ class MemoryPool {
   // the pool's unowned account). Throws RESOURCE_EXHAUSTED naming the request, the device,
   // the pool, the largest holders by owner and what eviction tried.
   PoolBlock* allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
-  // Returns the block in `stream`'s order.
+  // Returns the block in `stream`'s order. Makes no driver call when `stream` is tracked.
   void free(PoolBlock* block, cuda::CUstream stream) noexcept;
   static void* address(const PoolBlock* block);
   static uint64_t block_size(const PoolBlock* block);
@@ -187,6 +215,16 @@ class MemoryPool {
   void* allocate_raw(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner = nullptr);
   void free_raw(void* ptr, cuda::CUstream stream, const char* function);
 
+  // Streams whose destruction the pool is told of (forget_stream), so that a free there
+  // needs no event at once (see the top of this file). The legacy default stream (nullptr)
+  // is tracked from the start and never forgotten. A stream tracked twice is still tracked
+  // once; forgetting an untracked stream does nothing.
+  void track_stream(cuda::CUstream stream);
+  // Before `stream` is destroyed: waits for the frees still pending on it (the caller has
+  // synchronized the stream, so this returns at once) and stops tracking it; later frees on
+  // that handle record their event at once.
+  void forget_stream(cuda::CUstream stream) noexcept;
+
   MemoryOwner* create_owner(const std::string& name, uint64_t quota);
   // Makes `owner` a scheduler task's: its eviction class and the request reserved for it.
   void set_owner_class(MemoryOwner* owner, int32_t eviction_class, uint64_t request);
@@ -202,16 +240,32 @@ class MemoryPool {
   std::string snapshot_json();
 
  private:
+  struct BySize {
+    bool operator()(const PoolBlock* a, const PoolBlock* b) const;
+  };
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
   PoolBlock* try_small(int size_class, cuda::CUstream stream);
   PoolBlock* try_large(uint64_t rounded, cuda::CUstream stream);
+  PoolStream* tracked(cuda::CUstream stream) noexcept;
+  bool stream_complete(PoolStream* ps, uint64_t seq);
+  void* covering_event(PoolStream* ps, uint64_t seq) noexcept;
+  bool settled(PoolBlock* b);
+  void wait_settled(PoolBlock* b) noexcept;
   bool usable_on(PoolBlock* b, cuda::CUstream stream);
+  void wait_for(PoolBlock* b, cuda::CUstream stream);
+  void take(PoolBlock* b, cuda::CUstream stream) noexcept;
   void take_for(PoolBlock* b, cuda::CUstream stream);
+  uint64_t segment_size_for(uint64_t rounded, bool exact) const;
   bool grow(uint64_t rounded, bool exact);
+  bool release_idle_for(uint64_t rounded);
+  bool segment_settled(PoolSegment* s);
+  bool coalesce_settled();
   void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
   void bin_push(PoolBlock* b);
   void bin_remove(PoolBlock* b);
+  std::set<PoolBlock*, BySize>& free_set(const PoolBlock* b);
   PoolBlock* merge(PoolBlock* low, PoolBlock* high);
+  bool segment_idle(const PoolSegment* s) const;
   uint64_t release_free_segments() noexcept;
   void release_segment(PoolSegment* segment) noexcept;
   template <typename Done>
@@ -243,10 +297,11 @@ class MemoryPool {
   std::vector<std::unique_ptr<MemoryOwner>> owners_;
   MemoryOwner unowned_;
   std::vector<PoolSegment*> segments_;
-  struct BySize {
-    bool operator()(const PoolBlock* a, const PoolBlock* b) const;
-  };
-  std::set<PoolBlock*, BySize> large_free_;
+  std::set<PoolBlock*, BySize> medium_free_;        // free blocks of medium segments
+  std::set<PoolBlock*, BySize> huge_free_;          // free blocks of huge segments
+  // Tracked streams by handle, and the last one looked up (frees come in runs on a stream).
+  std::unordered_map<cuda::CUstream, std::unique_ptr<PoolStream>> streams_;
+  PoolStream* last_stream_ = nullptr;
   std::vector<PoolBlock*> small_bins_;              // heads of per-class free lists
   PoolSegment* small_current_ = nullptr;            // the small segment being carved
   std::unordered_map<uintptr_t, PoolBlock*> raw_live_;
