@@ -20,7 +20,8 @@ MEMORY_UNITS = {
 }
 _UINT64_MAX = 2**64 - 1
 _MEMORY_TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
-_UNITS_TEXT = "B, kB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB or Ki, Mi, Gi, Ti (powers of 1024)"
+_UNITS_TEXT = ("B, kB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB or Ki, Mi, Gi, Ti "
+               "(powers of 1024)")
 
 
 def parse_memory(value, what: str = "memory") -> int:
