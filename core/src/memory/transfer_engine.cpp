@@ -310,8 +310,9 @@ TransferEngine::TransferEngine(std::string label, std::unique_ptr<TransferBacken
       to_host_staging_(*backend_, tuning.chunk_bytes, tuning.chunks) {}
 
 TransferEngine::~TransferEngine() {
-  // Staged DMAs may still run (a host → device copy returns before its DMAs end): they must be
-  // done before the staging memory goes.
+  // Staged DMAs may still run (a host → device copy returns before its DMAs end). Draining the
+  // lanes here, where the backend makes its context current, leaves only completed events for
+  // the staging pools to wait on before they free their chunks.
   backend_->drain(CopyLane::kToDevice);
   backend_->drain(CopyLane::kToHost);
 }
