@@ -27,7 +27,8 @@ uint64_t HostMemory::block_size(uint64_t bytes) {
 }
 
 void* HostMemory::map(uint64_t bytes) {
-  if (!driver_) return std::aligned_alloc(4096, bytes);
+  // aligned_alloc wants a multiple of the alignment; the classes below 16 KiB are not.
+  if (!driver_) return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   cuda::ContextGuard guard(*driver_, context_);
   void* p = nullptr;
   cuda::CUresult r = driver_->api().cuMemHostAlloc(&p, bytes, cuda::kMemHostAllocPortable);

@@ -160,7 +160,7 @@ StagingPool::~StagingPool() {
   }
 }
 
-bool StagingPool::ensure_allocated(std::unique_lock<std::mutex>&) {
+bool StagingPool::ensure_allocated() {
   if (allocated_) return true;
   if (unavailable_) return false;
   std::vector<Slot> slots;
@@ -190,9 +190,17 @@ bool StagingPool::ensure_allocated(std::unique_lock<std::mutex>&) {
     throw;
   }
   slots_ = std::move(slots);
-  for (Slot& s : slots_) free_.push_back(&s);
+  free_ring_.resize(slots_.size());
+  for (Slot& s : slots_) free_ring_[free_count_++] = &s;
   allocated_ = true;
   return true;
+}
+
+StagingPool::Slot* StagingPool::pop_free() {
+  Slot* slot = free_ring_[free_head_];
+  free_head_ = (free_head_ + 1) % free_ring_.size();
+  --free_count_;
+  return slot;
 }
 
 StagingPool::Slot* StagingPool::ready(Slot* slot) {
@@ -210,22 +218,20 @@ StagingPool::Slot* StagingPool::ready(Slot* slot) {
 
 StagingPool::Slot* StagingPool::acquire(std::string* why) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!ensure_allocated(lock)) {
+  if (!ensure_allocated()) {
     if (why) *why = unavailable_reason_;
     return nullptr;
   }
-  released_.wait(lock, [&] { return !free_.empty(); });
-  Slot* slot = free_.front();
-  free_.pop_front();
+  released_.wait(lock, [&] { return free_count_ > 0; });
+  Slot* slot = pop_free();
   lock.unlock();
   return ready(slot);
 }
 
 StagingPool::Slot* StagingPool::try_acquire() {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!allocated_ || free_.empty()) return nullptr;
-  Slot* slot = free_.front();
-  free_.pop_front();
+  if (!allocated_ || free_count_ == 0) return nullptr;
+  Slot* slot = pop_free();
   lock.unlock();
   return ready(slot);
 }
@@ -234,7 +240,7 @@ void StagingPool::release(Slot* slot, bool pending) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     slot->pending = pending;
-    free_.push_back(slot);
+    free_ring_[(free_head_ + free_count_++) % free_ring_.size()] = slot;
   }
   released_.notify_one();
 }

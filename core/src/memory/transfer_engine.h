@@ -164,7 +164,8 @@ class StagingPool {
   uint64_t bytes_held() const;
 
  private:
-  bool ensure_allocated(std::unique_lock<std::mutex>& lock);
+  bool ensure_allocated();
+  Slot* pop_free();  // with mutex_ held and free_count_ > 0
   Slot* ready(Slot* slot);
 
   TransferBackend& backend_;
@@ -173,7 +174,11 @@ class StagingPool {
   mutable std::mutex mutex_;
   std::condition_variable released_;
   std::vector<Slot> slots_;
-  std::deque<Slot*> free_;
+  // Free slots, oldest release first: a ring over slots_.size() entries, so that release
+  // never allocates.
+  std::vector<Slot*> free_ring_;
+  size_t free_head_ = 0;
+  size_t free_count_ = 0;
   bool allocated_ = false;
   bool unavailable_ = false;
   std::string unavailable_reason_;
