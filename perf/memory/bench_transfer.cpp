@@ -4,8 +4,9 @@
 //   case                    plain peer                                GPUkit
 //   H2D / D2H pinned        cudaMemcpyAsync from cudaMallocHost       gk_copy_* from gk_host_alloc
 //   H2D / D2H pageable      cudaMemcpy from the same malloc'ed buffer gk_copy_* (staged)
-//   both ways pinned        cudaMemcpyAsync H2D + D2H, two streams    gk_copy_from/to_host, two streams
-//   both ways pageable      cudaMemcpyAsync H2D + D2H, two threads    gk_copy_from/to_host, two threads
+//   both ways pinned        cudaMemcpyAsync H2D + D2H, two streams    gk_copy_from/to_host, two
+//   streams both ways pageable      cudaMemcpyAsync H2D + D2H, two threads    gk_copy_from/to_host,
+//   two threads
 //                           and two streams
 //
 // Each case: fresh random non-zero bytes, warm-up runs, then the median of --runs timed runs
@@ -34,24 +35,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#define CUDA_OK(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_),     \
-                   __FILE__, __LINE__);                                                  \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define CUDA_OK(call)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, \
+                   __LINE__);                                                                  \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
-#define GK_OK_(call)                                                                         \
-  do {                                                                                       \
-    gk_status s_ = (call);                                                                   \
-    if (s_ != GK_OK) {                                                                       \
-      std::fprintf(stderr, "%s failed: %s: %s (%s:%d)\n", #call, gk_status_name(s_),         \
-                   gk_last_error(), __FILE__, __LINE__);                                     \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+#define GK_OK_(call)                                                                 \
+  do {                                                                               \
+    gk_status s_ = (call);                                                           \
+    if (s_ != GK_OK) {                                                               \
+      std::fprintf(stderr, "%s failed: %s: %s (%s:%d)\n", #call, gk_status_name(s_), \
+                   gk_last_error(), __FILE__, __LINE__);                             \
+      std::exit(1);                                                                  \
+    }                                                                                \
   } while (0)
 
 // Fresh non-zero bytes (xorshift64*, with the low bit of every byte set): a byte the copy
@@ -163,8 +164,8 @@ int main(int argc, char** argv) {
   std::printf("device %d: %s, driver %d; %d timed runs (median) after %d warm-up, %u host cores\n",
               device, props.name, props.driver_version, o.runs, o.warmup,
               std::thread::hardware_concurrency());
-  for (const char* knob : {"GPUKIT_TRANSFER_CHUNK_KIB", "GPUKIT_TRANSFER_CHUNKS",
-                           "GPUKIT_TRANSFER_HOST_THREADS"}) {
+  for (const char* knob :
+       {"GPUKIT_TRANSFER_CHUNK_KIB", "GPUKIT_TRANSFER_CHUNKS", "GPUKIT_TRANSFER_HOST_THREADS"}) {
     if (const char* v = std::getenv(knob)) std::printf("  %s=%s\n", knob, v);
   }
 
@@ -227,15 +228,21 @@ int main(int argc, char** argv) {
     {
       Row row{size, "H2D pinned"};
       fill_random(plain_src, bytes, ++seed);
-      row.plain = measure(o, bytes, zero_device_up, [&] {
-        CUDA_OK(cudaMemcpyAsync(dev_up, plain_src, bytes, cudaMemcpyHostToDevice, cs_up));
-        CUDA_OK(cudaStreamSynchronize(cs_up));
-      }, [&] { return device_up_equals(plain_src); });
+      row.plain = measure(
+          o, bytes, zero_device_up,
+          [&] {
+            CUDA_OK(cudaMemcpyAsync(dev_up, plain_src, bytes, cudaMemcpyHostToDevice, cs_up));
+            CUDA_OK(cudaStreamSynchronize(cs_up));
+          },
+          [&] { return device_up_equals(plain_src); });
       fill_random(gk_src, bytes, ++seed);
-      row.gpukit = measure(o, bytes, zero_device_up, [&] {
-        GK_OK_(gk_copy_from_host(t_up, gk_src, bytes, gs_up));
-        GK_OK_(gk_stream_synchronize(gs_up));
-      }, [&] { return device_up_equals(gk_src); });
+      row.gpukit = measure(
+          o, bytes, zero_device_up,
+          [&] {
+            GK_OK_(gk_copy_from_host(t_up, gk_src, bytes, gs_up));
+            GK_OK_(gk_stream_synchronize(gs_up));
+          },
+          [&] { return device_up_equals(gk_src); });
       print_row(row);
       rows.push_back(row);
     }
@@ -243,15 +250,21 @@ int main(int argc, char** argv) {
     {
       Row row{size, "D2H pinned"};
       fill_device_down();
-      row.plain = measure(o, bytes, zero(plain_dst), [&] {
-        CUDA_OK(cudaMemcpyAsync(plain_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
-        CUDA_OK(cudaStreamSynchronize(cs_down));
-      }, equals_check(plain_dst));
+      row.plain = measure(
+          o, bytes, zero(plain_dst),
+          [&] {
+            CUDA_OK(cudaMemcpyAsync(plain_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
+            CUDA_OK(cudaStreamSynchronize(cs_down));
+          },
+          equals_check(plain_dst));
       fill_device_down();
-      row.gpukit = measure(o, bytes, zero(gk_dst), [&] {
-        GK_OK_(gk_copy_to_host(t_down, gk_dst, bytes, gs_down));
-        GK_OK_(gk_stream_synchronize(gs_down));
-      }, equals_check(gk_dst));
+      row.gpukit = measure(
+          o, bytes, zero(gk_dst),
+          [&] {
+            GK_OK_(gk_copy_to_host(t_down, gk_dst, bytes, gs_down));
+            GK_OK_(gk_stream_synchronize(gs_down));
+          },
+          equals_check(gk_dst));
       print_row(row);
       rows.push_back(row);
     }
@@ -259,14 +272,18 @@ int main(int argc, char** argv) {
     {
       Row row{size, "H2D pageable"};
       fill_random(page_src, bytes, ++seed);
-      row.plain = measure(o, bytes, zero_device_up, [&] {
-        CUDA_OK(cudaMemcpy(dev_up, page_src, bytes, cudaMemcpyHostToDevice));
-      }, [&] { return device_up_equals(page_src); });
+      row.plain = measure(
+          o, bytes, zero_device_up,
+          [&] { CUDA_OK(cudaMemcpy(dev_up, page_src, bytes, cudaMemcpyHostToDevice)); },
+          [&] { return device_up_equals(page_src); });
       fill_random(page_src, bytes, ++seed);
-      row.gpukit = measure(o, bytes, zero_device_up, [&] {
-        GK_OK_(gk_copy_from_host(t_up, page_src, bytes, gs_up));
-        GK_OK_(gk_stream_synchronize(gs_up));
-      }, [&] { return device_up_equals(page_src); });
+      row.gpukit = measure(
+          o, bytes, zero_device_up,
+          [&] {
+            GK_OK_(gk_copy_from_host(t_up, page_src, bytes, gs_up));
+            GK_OK_(gk_stream_synchronize(gs_up));
+          },
+          [&] { return device_up_equals(page_src); });
       print_row(row);
       rows.push_back(row);
     }
@@ -274,14 +291,18 @@ int main(int argc, char** argv) {
     {
       Row row{size, "D2H pageable"};
       fill_device_down();
-      row.plain = measure(o, bytes, zero(page_dst), [&] {
-        CUDA_OK(cudaMemcpy(page_dst, dev_down, bytes, cudaMemcpyDeviceToHost));
-      }, equals_check(page_dst));
+      row.plain = measure(
+          o, bytes, zero(page_dst),
+          [&] { CUDA_OK(cudaMemcpy(page_dst, dev_down, bytes, cudaMemcpyDeviceToHost)); },
+          equals_check(page_dst));
       fill_device_down();
-      row.gpukit = measure(o, bytes, zero(page_dst), [&] {
-        GK_OK_(gk_copy_to_host(t_down, page_dst, bytes, gs_down));
-        GK_OK_(gk_stream_synchronize(gs_down));
-      }, equals_check(page_dst));
+      row.gpukit = measure(
+          o, bytes, zero(page_dst),
+          [&] {
+            GK_OK_(gk_copy_to_host(t_down, page_dst, bytes, gs_down));
+            GK_OK_(gk_stream_synchronize(gs_down));
+          },
+          equals_check(page_dst));
       print_row(row);
       rows.push_back(row);
     }
@@ -294,28 +315,34 @@ int main(int argc, char** argv) {
         zero_device_up();
         parallel_memset_zero(plain_dst, bytes);
       };
-      row.plain = measure(o, 2 * bytes, prepare_plain, [&] {
-        CUDA_OK(cudaMemcpyAsync(dev_up, plain_src, bytes, cudaMemcpyHostToDevice, cs_up));
-        CUDA_OK(cudaMemcpyAsync(plain_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
-        CUDA_OK(cudaStreamSynchronize(cs_up));
-        CUDA_OK(cudaStreamSynchronize(cs_down));
-      }, [&] {
-        return device_up_equals(plain_src) && std::memcmp(plain_dst, check.data(), bytes) == 0;
-      });
+      row.plain = measure(
+          o, 2 * bytes, prepare_plain,
+          [&] {
+            CUDA_OK(cudaMemcpyAsync(dev_up, plain_src, bytes, cudaMemcpyHostToDevice, cs_up));
+            CUDA_OK(cudaMemcpyAsync(plain_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
+            CUDA_OK(cudaStreamSynchronize(cs_up));
+            CUDA_OK(cudaStreamSynchronize(cs_down));
+          },
+          [&] {
+            return device_up_equals(plain_src) && std::memcmp(plain_dst, check.data(), bytes) == 0;
+          });
       fill_device_down();
       fill_random(gk_src, bytes, ++seed);
       auto prepare_gk = [&] {
         zero_device_up();
         parallel_memset_zero(gk_dst, bytes);
       };
-      row.gpukit = measure(o, 2 * bytes, prepare_gk, [&] {
-        GK_OK_(gk_copy_from_host(t_up, gk_src, bytes, gs_up));
-        GK_OK_(gk_copy_to_host(t_down, gk_dst, bytes, gs_down));
-        GK_OK_(gk_stream_synchronize(gs_up));
-        GK_OK_(gk_stream_synchronize(gs_down));
-      }, [&] {
-        return device_up_equals(gk_src) && std::memcmp(gk_dst, check.data(), bytes) == 0;
-      });
+      row.gpukit = measure(
+          o, 2 * bytes, prepare_gk,
+          [&] {
+            GK_OK_(gk_copy_from_host(t_up, gk_src, bytes, gs_up));
+            GK_OK_(gk_copy_to_host(t_down, gk_dst, bytes, gs_down));
+            GK_OK_(gk_stream_synchronize(gs_up));
+            GK_OK_(gk_stream_synchronize(gs_down));
+          },
+          [&] {
+            return device_up_equals(gk_src) && std::memcmp(gk_dst, check.data(), bytes) == 0;
+          });
       print_row(row);
       rows.push_back(row);
     }
@@ -336,31 +363,38 @@ int main(int argc, char** argv) {
       };
       fill_device_down();
       fill_random(page_src, bytes, ++seed);
-      row.plain = measure(o, 2 * bytes, prepare, [&] {
-        // Two streams: plain cudaMemcpy from two threads would share the legacy default stream.
-        two_threads(
-            [&] {
-              CUDA_OK(cudaMemcpyAsync(dev_up, page_src, bytes, cudaMemcpyHostToDevice, cs_up));
-              CUDA_OK(cudaStreamSynchronize(cs_up));
-            },
-            [&] {
-              CUDA_OK(cudaMemcpyAsync(page_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
-              CUDA_OK(cudaStreamSynchronize(cs_down));
-            });
-      }, verify);
+      row.plain = measure(
+          o, 2 * bytes, prepare,
+          [&] {
+            // Two streams: plain cudaMemcpy from two threads would share the legacy default stream.
+            two_threads(
+                [&] {
+                  CUDA_OK(cudaMemcpyAsync(dev_up, page_src, bytes, cudaMemcpyHostToDevice, cs_up));
+                  CUDA_OK(cudaStreamSynchronize(cs_up));
+                },
+                [&] {
+                  CUDA_OK(
+                      cudaMemcpyAsync(page_dst, dev_down, bytes, cudaMemcpyDeviceToHost, cs_down));
+                  CUDA_OK(cudaStreamSynchronize(cs_down));
+                });
+          },
+          verify);
       fill_device_down();
       fill_random(page_src, bytes, ++seed);
-      row.gpukit = measure(o, 2 * bytes, prepare, [&] {
-        two_threads(
-            [&] {
-              GK_OK_(gk_copy_from_host(t_up, page_src, bytes, gs_up));
-              GK_OK_(gk_stream_synchronize(gs_up));
-            },
-            [&] {
-              GK_OK_(gk_copy_to_host(t_down, page_dst, bytes, gs_down));
-              GK_OK_(gk_stream_synchronize(gs_down));
-            });
-      }, verify);
+      row.gpukit = measure(
+          o, 2 * bytes, prepare,
+          [&] {
+            two_threads(
+                [&] {
+                  GK_OK_(gk_copy_from_host(t_up, page_src, bytes, gs_up));
+                  GK_OK_(gk_stream_synchronize(gs_up));
+                },
+                [&] {
+                  GK_OK_(gk_copy_to_host(t_down, page_dst, bytes, gs_down));
+                  GK_OK_(gk_stream_synchronize(gs_down));
+                });
+          },
+          verify);
       print_row(row);
       rows.push_back(row);
     }
@@ -379,12 +413,13 @@ int main(int argc, char** argv) {
   gk_transfer_stats ts{};
   ts.struct_size = sizeof(ts);
   GK_OK_(gk_transfer_stats_get(rt, device, &ts));
-  std::printf("\nGPUkit staging: %llu KiB chunks, %llu MiB pinned; %llu staged copies in %llu "
-              "chunks (%.1f GiB); gk_host_alloc %.1f MiB in use, %.1f MiB cached\n",
-              (unsigned long long)(ts.staging_chunk_bytes >> 10),
-              (unsigned long long)(ts.staging_bytes >> 20), (unsigned long long)ts.staged_copies,
-              (unsigned long long)ts.staged_chunks, double(ts.staged_bytes) / (1 << 30),
-              double(ts.host_bytes_in_use) / (1 << 20), double(ts.host_bytes_cached) / (1 << 20));
+  std::printf(
+      "\nGPUkit staging: %llu KiB chunks, %llu MiB pinned; %llu staged copies in %llu "
+      "chunks (%.1f GiB); gk_host_alloc %.1f MiB in use, %.1f MiB cached\n",
+      (unsigned long long)(ts.staging_chunk_bytes >> 10),
+      (unsigned long long)(ts.staging_bytes >> 20), (unsigned long long)ts.staged_copies,
+      (unsigned long long)ts.staged_chunks, double(ts.staged_bytes) / (1 << 30),
+      double(ts.host_bytes_in_use) / (1 << 20), double(ts.host_bytes_cached) / (1 << 20));
 
   // The evidence, per size: pinned >= 95% of the plain pinned copy, pageable H2D
   // >= 2x plain cudaMemcpy (target 40 GB/s), both ways pinned >= 85 GB/s.

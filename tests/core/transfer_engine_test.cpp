@@ -25,7 +25,9 @@ namespace {
 
 using Stream = cuda::CUstream;
 
-Stream fake_stream(uintptr_t id) { return reinterpret_cast<Stream>(id); }
+Stream fake_stream(uintptr_t id) {
+  return reinterpret_cast<Stream>(id);
+}
 const Stream kCaller = fake_stream(0x100);
 const Stream kOtherCaller = fake_stream(0x200);
 

@@ -19,7 +19,9 @@
 namespace gk::test {
 namespace {
 
-std::string last_error() { return gk_last_error(); }
+std::string last_error() {
+  return gk_last_error();
+}
 
 constexpr uint64_t kOddSizes[] = {1, 4097, (uint64_t(37) << 20) + 3};
 
@@ -96,8 +98,8 @@ TEST(GpuTransfer, round_trips_are_bit_exact_for_pageable_and_pinned_odd_sizes) {
     for (uint64_t bytes : kOddSizes) {
       for (uint64_t offset : {0, 1}) {
         for (gk_stream* stream : {s, static_cast<gk_stream*>(nullptr)}) {
-          SCOPED_TRACE(std::string(pinned ? "pinned" : "pageable") + ", " +
-                       std::to_string(bytes) + " bytes, host offset " + std::to_string(offset) +
+          SCOPED_TRACE(std::string(pinned ? "pinned" : "pageable") + ", " + std::to_string(bytes) +
+                       " bytes, host offset " + std::to_string(offset) +
                        (stream ? ", own stream" : ", default stream"));
           HostBuffer in(rt.get(), pinned, bytes, offset), out(rt.get(), pinned, bytes, offset);
           fill_random(in.data(), bytes, uint32_t(bytes + offset));
@@ -143,9 +145,9 @@ TEST(GpuTransfer, copy_to_host_sees_work_queued_before_it_on_the_callers_stream)
     // Busy the stream for 50 ms, then a memset: a copy not ordered after both reads zeros or
     // garbage instead of 0xab.
     ASSERT_EQ(launch_spin_then_copy(nullptr, nullptr, 0, 50, native(s)), 0);
-    ASSERT_EQ(cudaMemsetAsync(gk_tensor_data(t.get()), 0xab, bytes,
-                              static_cast<cudaStream_t>(native(s))),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemsetAsync(gk_tensor_data(t.get()), 0xab, bytes, static_cast<cudaStream_t>(native(s))),
+        cudaSuccess);
     ASSERT_EQ(gk_copy_to_host(t.get(), out.data(), bytes, s), GK_OK) << last_error();
     ASSERT_EQ(gk_stream_synchronize(s), GK_OK);
     uint64_t wrong = 0;

@@ -75,17 +75,17 @@ class CudaTransferBackend final : public TransferBackend {
 
   void copy_host_async(CopyLane lane, void* dst, const void* src, uint64_t bytes) override {
     if (lane == CopyLane::kToDevice) {
-      GK_CU_CHECK(driver_, cuMemcpyHtoDAsync(reinterpret_cast<cuda::CUdeviceptr>(dst), src,
-                                             bytes, stream(lane)));
+      GK_CU_CHECK(driver_, cuMemcpyHtoDAsync(reinterpret_cast<cuda::CUdeviceptr>(dst), src, bytes,
+                                             stream(lane)));
     } else {
-      GK_CU_CHECK(driver_, cuMemcpyDtoHAsync(dst, reinterpret_cast<cuda::CUdeviceptr>(src),
-                                             bytes, stream(lane)));
+      GK_CU_CHECK(driver_, cuMemcpyDtoHAsync(dst, reinterpret_cast<cuda::CUdeviceptr>(src), bytes,
+                                             stream(lane)));
     }
   }
   void copy_unified_async(CopyLane lane, void* dst, const void* src, uint64_t bytes) override {
-    GK_CU_CHECK(driver_, cuMemcpyAsync(reinterpret_cast<cuda::CUdeviceptr>(dst),
-                                       reinterpret_cast<cuda::CUdeviceptr>(src), bytes,
-                                       stream(lane)));
+    GK_CU_CHECK(driver_,
+                cuMemcpyAsync(reinterpret_cast<cuda::CUdeviceptr>(dst),
+                              reinterpret_cast<cuda::CUdeviceptr>(src), bytes, stream(lane)));
   }
   // Also called at teardown, from any thread: makes the context current itself.
   void drain(CopyLane lane) noexcept override {
@@ -113,8 +113,8 @@ class CudaTransferBackend final : public TransferBackend {
     void* data[] = {&type};
     // cuPointerGetAttributes (not the singular call) answers "unregistered" for pageable
     // memory instead of failing, so tools such as compute-sanitizer see no API error.
-    cuda::CUresult r = api_.cuPointerGetAttributes(1, &attribute, data,
-                                                   reinterpret_cast<cuda::CUdeviceptr>(ptr));
+    cuda::CUresult r =
+        api_.cuPointerGetAttributes(1, &attribute, data, reinterpret_cast<cuda::CUdeviceptr>(ptr));
     return r == cuda::kSuccess && type != cuda::kMemoryTypeUnregistered;
   }
 

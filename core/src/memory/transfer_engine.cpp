@@ -12,7 +12,9 @@
 namespace gk {
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
 
 // A whole number from variable `name` within [lo, hi], or `fallback` when unset.
 uint64_t env_number(const char* name, uint64_t fallback, uint64_t lo, uint64_t hi) {
@@ -177,8 +179,8 @@ bool StagingPool::ensure_allocated() {
       if (!s.data) {
         undo();
         unavailable_ = true;
-        unavailable_reason_ = "cannot pin " + std::to_string(chunk_count_) +
-                              " staging chunks of " + std::to_string(chunk_bytes_ >> 10) +
+        unavailable_reason_ = "cannot pin " + std::to_string(chunk_count_) + " staging chunks of " +
+                              std::to_string(chunk_bytes_ >> 10) +
                               " KiB (pinned host memory is short)";
         return false;
       }
@@ -289,9 +291,7 @@ class SlotLease {
     guarded_ = true;
   }
   // Gives the slot back; `done`: every DMA that used it has completed.
-  void release(bool done) {
-    pool_.release(std::exchange(slot_, nullptr), guarded_ && !done);
-  }
+  void release(bool done) { pool_.release(std::exchange(slot_, nullptr), guarded_ && !done); }
 
  private:
   StagingPool& pool_;
@@ -335,8 +335,7 @@ StagingPool::Slot* TransferEngine::acquire_or_log(StagingPool& pool) {
   return slot;
 }
 
-void TransferEngine::to_device(void* dst, const void* src, uint64_t bytes,
-                               cuda::CUstream caller) {
+void TransferEngine::to_device(void* dst, const void* src, uint64_t bytes, cuda::CUstream caller) {
   if (!bytes) return;
   to_device_copies_.fetch_add(1, std::memory_order_relaxed);
   to_device_bytes_.fetch_add(bytes, std::memory_order_relaxed);

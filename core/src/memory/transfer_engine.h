@@ -195,7 +195,7 @@ struct TransferCounters {
   uint64_t staged_copies = 0;
   uint64_t staged_bytes = 0;
   uint64_t staged_chunks = 0;
-  uint64_t staging_bytes = 0;       // pinned staging memory held (both directions)
+  uint64_t staging_bytes = 0;  // pinned staging memory held (both directions)
   uint64_t staging_chunk_bytes = 0;
 };
 
