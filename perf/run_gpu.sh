@@ -71,6 +71,11 @@ if [[ $STAGE == test || $STAGE == all ]]; then
   $BUILD/bin/gpu_tests > "$OUT/gpu_tests.log" 2>&1
   grep -E "^(device|plugin|conformance|10 device)" "$OUT/gpu_tests.log" | tee -a "$SUMMARY"
   note "gpu_tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  if [ -x $BUILD/bin/gpu_transfer_tests ]; then
+    $BUILD/bin/gpu_transfer_tests > "$OUT/gpu_transfer_tests.log" 2>&1
+    grep -E "^transfer stats" "$OUT/gpu_transfer_tests.log" | tee -a "$SUMMARY"
+    note "gpu_transfer_tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_transfer_tests.log" | tr '\n' ' ')"
+  fi
   if command -v compute-sanitizer > /dev/null; then
     # The deliberate petabyte allocation is left out: its refused cuMemAlloc is an API
     # error by design, which memcheck would report.
@@ -80,6 +85,11 @@ if [[ $STAGE == test || $STAGE == all ]]; then
         --gtest_filter="$filter" > "$OUT/$tool.log" 2>&1
       note "compute-sanitizer $tool ($filter): exit $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
     done
+    if [ -x $BUILD/bin/gpu_transfer_tests ]; then
+      compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/bin/gpu_transfer_tests \
+        > "$OUT/memcheck_transfer.log" 2>&1
+      note "compute-sanitizer memcheck (gpu_transfer_tests): exit $?, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_transfer.log" | tail -1)"
+    fi
   fi
   if [ -d tests/python ]; then
     GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
@@ -104,6 +114,11 @@ if [[ $STAGE == bench || $STAGE == all ]]; then
   if [ -x $BUILD/bin/bench_pool ]; then
     $BUILD/bin/bench_pool > "$OUT/bench_pool.log" 2>&1
     note "bench_pool: exit $?"
+  fi
+  if [ -x $BUILD/bin/bench_transfer ]; then
+    $BUILD/bin/bench_transfer > "$OUT/bench_transfer.log" 2>&1
+    note "bench_transfer: exit $?"
+    grep -E "^(check |bench_transfer:)" "$OUT/bench_transfer.log" | tee -a "$SUMMARY"
   fi
   python3 perf/python/bench_dlpack.py "$OUT/dlpack.json" > "$OUT/bench_dlpack.log" 2>&1
   note "bench_dlpack: exit $?"

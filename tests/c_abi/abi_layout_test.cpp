@@ -98,6 +98,23 @@ GK_PIN(gk_memory_stats, restore_count, 120);
 GK_PIN(gk_memory_stats, cross_stream_waits, 128);
 static_assert(GK_MEMORY_STATS_SIZE == 136);
 
+// ---------------------------------------------------------------- gpukit.h (ABI 1.3)
+GK_PIN(gk_transfer_stats, struct_size, 0);
+GK_PIN(gk_transfer_stats, to_device_copies, 8);
+GK_PIN(gk_transfer_stats, to_device_bytes, 16);
+GK_PIN(gk_transfer_stats, to_host_copies, 24);
+GK_PIN(gk_transfer_stats, to_host_bytes, 32);
+GK_PIN(gk_transfer_stats, device_copies, 40);
+GK_PIN(gk_transfer_stats, device_bytes, 48);
+GK_PIN(gk_transfer_stats, staged_copies, 56);
+GK_PIN(gk_transfer_stats, staged_bytes, 64);
+GK_PIN(gk_transfer_stats, staged_chunks, 72);
+GK_PIN(gk_transfer_stats, staging_bytes, 80);
+GK_PIN(gk_transfer_stats, staging_chunk_bytes, 88);
+GK_PIN(gk_transfer_stats, host_bytes_in_use, 96);
+GK_PIN(gk_transfer_stats, host_bytes_cached, 104);
+static_assert(GK_TRANSFER_STATS_SIZE == 112);
+
 GK_PIN(gk_plugin_info, struct_size, 0);
 GK_PIN(gk_plugin_info, name, 8);
 GK_PIN(gk_plugin_info, version, 16);
@@ -238,6 +255,7 @@ TEST(AbiLayout, current_struct_sizes_cover_the_last_field) {
   EXPECT_LE(GK_OP_ARGS_SIZE, sizeof(gk_op_args));
   EXPECT_LE(GK_PLUGIN_INFO_SIZE, sizeof(gk_plugin_info));
   EXPECT_LE(GK_MEMORY_STATS_SIZE, sizeof(gk_memory_stats));
+  EXPECT_LE(GK_TRANSFER_STATS_SIZE, sizeof(gk_transfer_stats));
   EXPECT_LE(GK_PLUGIN_DEVICE_SIZE, sizeof(gk_plugin_device));
   EXPECT_LE(GK_HOST_SERVICES_SIZE, sizeof(gk_host_services));
   EXPECT_LE(GK_KERNEL_ARGS_SIZE, sizeof(gk_kernel_args));

@@ -11,6 +11,7 @@
 #include <gpukit/gpukit.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,54 @@ static void check_buffers(gk_runtime* rt) {
   printf("ok   buffer alloc/free, double free -> %s\n", gk_status_name(status));
 }
 
+/* ABI 1.3: host memory from gk_host_alloc, a copy in and out of it, the transfer counters. */
+static void check_transfers(gk_runtime* rt, int32_t device) {
+  const uint64_t count = 4099; /* odd: no size is a multiple of a chunk or a page */
+  gk_tensor_desc d = desc2(GK_DTYPE_U8, 1, (int64_t)count);
+  gk_tensor* t = NULL;
+  gk_transfer_stats before, after;
+  void *in_memory = NULL, *out_memory = NULL;
+  unsigned char *in, *out;
+  void* empty = &empty;
+  uint64_t i;
+
+  REQUIRE_OK(gk_host_alloc(rt, count, &in_memory));
+  REQUIRE_OK(gk_host_alloc(rt, count, &out_memory));
+  in = (unsigned char*)in_memory;
+  out = (unsigned char*)out_memory;
+  EXPECT(((uintptr_t)in & 4095u) == 0, "gk_host_alloc gave %p, not 4096-aligned", (void*)in);
+  for (i = 0; i < count; ++i) {
+    in[i] = (unsigned char)(i * 7u + 1u);
+    out[i] = 0;
+  }
+  memset(&before, 0, sizeof before);
+  before.struct_size = sizeof before;
+  after = before;
+  REQUIRE_OK(gk_transfer_stats_get(rt, device, &before));
+  REQUIRE_OK(gk_tensor_create(rt, device, &d, NULL, &t));
+  REQUIRE_OK(gk_copy_from_host(t, in, count, NULL));
+  REQUIRE_OK(gk_copy_to_host(t, out, count, NULL));
+  EXPECT(memcmp(in, out, count) == 0, "round trip through device %d differs", (int)device);
+  REQUIRE_OK(gk_transfer_stats_get(rt, device, &after));
+  EXPECT(after.to_device_bytes - before.to_device_bytes == count, "to_device_bytes grew by %llu",
+         (unsigned long long)(after.to_device_bytes - before.to_device_bytes));
+  EXPECT(after.to_host_copies - before.to_host_copies == 1, "to_host_copies grew by %llu",
+         (unsigned long long)(after.to_host_copies - before.to_host_copies));
+  EXPECT(after.staged_copies == before.staged_copies, "host_alloc memory was staged");
+  EXPECT(after.host_bytes_in_use >= 2 * count, "host_bytes_in_use %llu",
+         (unsigned long long)after.host_bytes_in_use);
+  gk_tensor_release(t);
+  REQUIRE_OK(gk_host_free(rt, in));
+  REQUIRE_OK(gk_host_free(rt, out));
+  EXPECT(gk_host_free(rt, in) == GK_INVALID_ARGUMENT, "a second gk_host_free was accepted");
+  REQUIRE_OK(gk_host_alloc(rt, 0, &empty));
+  EXPECT(empty == NULL, "gk_host_alloc(0) gave %p", empty);
+  REQUIRE_OK(gk_host_free(rt, NULL));
+  REQUIRE_OK(gk_host_trim(rt, NULL));
+  printf("ok   gk_host_alloc round trip of %llu bytes on device %d, transfer counters\n",
+         (unsigned long long)count, (int)device);
+}
+
 static void check_basics(void) {
   EXPECT(GK_VERSION_MAJOR(gk_abi_version()) == GK_ABI_VERSION_MAJOR, "library ABI %u.%u",
          (unsigned)GK_VERSION_MAJOR(gk_abi_version()),
@@ -199,6 +248,8 @@ int main(void) {
   if (best != 0) check_add(rt, best);
   check_errors(rt);
   check_buffers(rt);
+  check_transfers(rt, 0);
+  if (best != 0) check_transfers(rt, best);
 
   gk_runtime_destroy(rt);
   if (failures) {

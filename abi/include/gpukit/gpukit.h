@@ -384,7 +384,8 @@ GK_API void* gk_tensor_data(const gk_tensor* tensor);
  * Copies. With a stream, the copy is queued on it: host memory passed in must stay
  * valid (and, for copies to host, is only written) until the stream reaches the copy.
  * With stream NULL, the copy runs on the default stream of the GPU involved (the
- * destination's when both are GPUs) and the call returns when it is complete.
+ * destination's when both are GPUs) and the call returns when it is complete. Since
+ * ABI 1.3, pageable host memory is staged: see "Transfers" for when such calls return.
  * ------------------------------------------------------------------------------- */
 
 /* Host → tensor. The tensor must be contiguous and `bytes` equal its size. */
@@ -636,9 +637,11 @@ typedef struct gk_task_spec {
   uint64_t memory_request;
   uint64_t memory_limit;
   /* SMs (see gk_device_props.sm_count), the same rules as memory. Guaranteed and
-   * Burstable requests are reserved; a task with an SM request or limit gets a partition
-   * of that many SMs (its limit if set, rounded up to the device's granularity) where
-   * green contexts are available, and stream priorities only where not. */
+   * Burstable requests are reserved and, where green contexts are available, get an
+   * exclusive partition of sm_request SMs rounded up to the device's granularity; a
+   * BestEffort task (or one without an SM request) gets a shared partition of at most
+   * sm_limit SMs, or of every SM not held exclusively once an exclusive partition exists.
+   * Without green contexts: stream priorities only. */
   int32_t sm_request;
   int32_t sm_limit;
 } gk_task_spec;
@@ -747,6 +750,73 @@ typedef struct gk_pacing {
  * thread. */
 GK_API gk_status gk_scheduler_set_pacing(gk_runtime* runtime, int32_t device,
                                          const gk_pacing* pacing);
+ * Transfers, ABI 1.3. Copies between host memory and a GPU (gk_copy_from_host,
+ * gk_copy_to_host, gk_copy with a cpu side) run on dedicated copy streams, one per
+ * direction, ordered with the caller's stream by events: the copy starts after the work
+ * queued on the caller's stream, and later work on the caller's stream waits for it.
+ *
+ * Pinned host memory (from gk_host_alloc, cudaMallocHost, cudaHostRegister, …) is copied
+ * by DMA directly and the calls return at once, as documented under "Copies". Pageable
+ * host memory (malloc, new, numpy, …) goes through pinned staging chunks, pipelined:
+ *   - gk_copy_from_host returns once every byte of `src` is read (so `src` may be reused
+ *     or freed on return); the DMAs may still run, in the stream's order.
+ *   - gk_copy_to_host returns once `dst` is written, which includes waiting for the work
+ *     queued on the stream before the copy.
+ * On the cpu device every copy is a plain memcpy. See docs/memory.md, "Transfers".
+ * ------------------------------------------------------------------------------- */
+
+/* Allocates at least `bytes` of host memory, 4096-byte aligned, for fast copies: pinned
+ * (page-locked and usable by every CUDA device of the process) when the runtime has a CUDA
+ * device, plain host memory otherwise. Served from a pool that keeps freed blocks for reuse,
+ * so allocating again after gk_host_free costs no new pinning. bytes == 0 sets *out to NULL.
+ * RESOURCE_EXHAUSTED names the request when the host cannot pin it. The caller owns the
+ * memory and frees it with gk_host_free before gk_runtime_destroy; memory still allocated
+ * then is released with the runtime (when its last stream, event, buffer or tensor goes), so
+ * it must not be used after gk_runtime_destroy. Any thread. */
+GK_API gk_status gk_host_alloc(gk_runtime* runtime, uint64_t bytes, void** out);
+
+/* Gives back memory from gk_host_alloc of the same runtime. No copy may still use it: a copy
+ * queued on a stream reads or writes it until the stream reaches the copy, so synchronize
+ * that stream (or an event after the copy) first. NULL is a no-op. INVALID_ARGUMENT for any
+ * other pointer, or a second free. Any thread. */
+GK_API gk_status gk_host_free(gk_runtime* runtime, void* ptr);
+
+/* Returns the freed blocks that gk_host_alloc keeps for reuse to the system (unpinning
+ * them). *out_released (may be NULL) receives the bytes released. Any thread. */
+GK_API gk_status gk_host_trim(gk_runtime* runtime, uint64_t* out_released);
+
+typedef struct gk_transfer_stats {
+  size_t struct_size;            /* sizeof(gk_transfer_stats), set by the caller */
+  /* Copies of the device so far (calls with bytes > 0), and their bytes. "to device":
+   * gk_copy_from_host, and gk_copy from a cpu tensor; "to host": gk_copy_to_host, and
+   * gk_copy to a cpu tensor; "device": gk_copy between tensors of GPUs (counted on the
+   * destination) or of the cpu device. */
+  uint64_t to_device_copies;
+  uint64_t to_device_bytes;
+  uint64_t to_host_copies;
+  uint64_t to_host_bytes;
+  uint64_t device_copies;
+  uint64_t device_bytes;
+  /* Copies of pageable host memory that went through the staging chunks, their bytes, and
+   * the chunks used. Copies of pinned memory are not counted here. */
+  uint64_t staged_copies;
+  uint64_t staged_bytes;
+  uint64_t staged_chunks;
+  uint64_t staging_bytes;        /* pinned staging memory the device holds (0 until used) */
+  uint64_t staging_chunk_bytes;  /* the size of one staging chunk */
+  /* gk_host_alloc memory of the runtime (the same for every device): block sizes of live
+   * allocations, and freed blocks kept for reuse. */
+  uint64_t host_bytes_in_use;
+  uint64_t host_bytes_cached;
+} gk_transfer_stats;
+
+#define GK_TRANSFER_STATS_SIZE GK_STRUCT_SIZE(gk_transfer_stats, host_bytes_cached)
+
+/* Fills *out (the caller sets out->struct_size, at least GK_TRANSFER_STATS_SIZE; fields past
+ * it are not written) with the transfer counters of `device`, read at the call. OUT_OF_RANGE
+ * for an unknown device. Any thread. */
+GK_API gk_status gk_transfer_stats_get(gk_runtime* runtime, int32_t device,
+                                       gk_transfer_stats* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,5 +1,6 @@
 // Tensors and copies.
 #include <cstring>
+#include <optional>
 
 #include "capi/capi_util.h"
 #include "common/dtype.h"
@@ -111,7 +112,23 @@ void require_bytes(const gk_tensor& t, uint64_t bytes, const char* function) {
   }
 }
 
-using cuda::ContextGuard;
+// The device's context current for a copy (nothing on the cpu device).
+class DeviceScope {
+ public:
+  DeviceScope(const Runtime& rt, const Device& device) {
+    if (!device.is_cuda()) return;
+    driver_ = rt.devices().driver();
+    guard_.emplace(*driver_, device.context);
+  }
+  // Waits for `stream` (the calls without a stream return when the copy is complete).
+  void synchronize(cuda::CUstream stream) const {
+    if (driver_) GK_CU_CHECK(*driver_, cuStreamSynchronize(stream));
+  }
+
+ private:
+  const cuda::Driver* driver_ = nullptr;
+  std::optional<cuda::ContextGuard> guard_;
+};
 
 }  // namespace
 }  // namespace gk
@@ -217,15 +234,9 @@ GK_API gk_status gk_copy_from_host(gk_tensor* dst, const void* src, uint64_t byt
     if (!bytes) return;
     gk::TensorPins pins(s.native);
     void* dst_data = pins.data(*dst);
-    if (!dst->device->is_cuda()) {
-      std::memcpy(dst_data, src, bytes);
-      return;
-    }
-    const auto& driver = *rt.devices().driver();
-    gk::ContextGuard guard(driver, dst->device->context);
-    GK_CU_CHECK(driver, cuMemcpyHtoDAsync(reinterpret_cast<gk::cuda::CUdeviceptr>(dst_data), src,
-                                          bytes, s.native));
-    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+    gk::DeviceScope scope(rt, *dst->device);
+    rt.transfers(*dst->device).to_device(dst_data, src, bytes, s.native);
+    if (!stream) scope.synchronize(s.native);
   });
 }
 
@@ -241,15 +252,9 @@ GK_API gk_status gk_copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes
     if (!bytes) return;
     gk::TensorPins pins(s.native);
     void* src_data = pins.data(*src);
-    if (!src->device->is_cuda()) {
-      std::memcpy(dst, src_data, bytes);
-      return;
-    }
-    const auto& driver = *rt.devices().driver();
-    gk::ContextGuard guard(driver, src->device->context);
-    GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst, reinterpret_cast<gk::cuda::CUdeviceptr>(src_data),
-                                          bytes, s.native));
-    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+    gk::DeviceScope scope(rt, *src->device);
+    rt.transfers(*src->device).to_host(dst, src_data, bytes, s.native);
+    if (!stream) scope.synchronize(s.native);
   });
 }
 
@@ -279,26 +284,31 @@ GK_API gk_status gk_copy(gk_tensor* dst, const gk_tensor* src, gk_stream* stream
     gk::TensorPins pins(s.native);
     void* dst_data = pins.data(*dst, &dst_dev == &order_dev ? s.native : nullptr);
     void* src_data = pins.data(*src, &src_dev == &order_dev ? s.native : nullptr);
+    gk::TransferEngine& engine = rt.transfers(order_dev);
     if (!src_dev.is_cuda() && !dst_dev.is_cuda()) {
+      engine.count_device_copy(bytes);
       std::memmove(dst_data, src_data, bytes);
       return;
     }
-    const auto& driver = *rt.devices().driver();
-    gk::ContextGuard guard(driver, order_dev.context);
-    auto dptr = [&](const gk_tensor* t) {
-      return reinterpret_cast<gk::cuda::CUdeviceptr>(t == dst ? dst_data : src_data);
-    };
+    gk::DeviceScope scope(rt, order_dev);
     if (!src_dev.is_cuda()) {
-      GK_CU_CHECK(driver, cuMemcpyHtoDAsync(dptr(dst), src_data, bytes, s.native));
+      engine.to_device(dst_data, src_data, bytes, s.native);
     } else if (!dst_dev.is_cuda()) {
-      GK_CU_CHECK(driver, cuMemcpyDtoHAsync(dst_data, dptr(src), bytes, s.native));
-    } else if (&src_dev == &dst_dev) {
-      GK_CU_CHECK(driver, cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, s.native));
+      engine.to_host(dst_data, src_data, bytes, s.native);
     } else {
-      GK_CU_CHECK(driver, cuMemcpyPeerAsync(dptr(dst), dst_dev.context, dptr(src),
-                                            src_dev.context, bytes, s.native));
+      // Device to device stays on the caller's stream: it never blocks the host, and a copy
+      // stream would only add two event joins (the caller's stream waits for it either way).
+      const auto& driver = *rt.devices().driver();
+      auto dptr = [](void* p) { return reinterpret_cast<gk::cuda::CUdeviceptr>(p); };
+      engine.count_device_copy(bytes);
+      if (&src_dev == &dst_dev) {
+        GK_CU_CHECK(driver, cuMemcpyDtoDAsync(dptr(dst_data), dptr(src_data), bytes, s.native));
+      } else {
+        GK_CU_CHECK(driver, cuMemcpyPeerAsync(dptr(dst_data), dst_dev.context, dptr(src_data),
+                                              src_dev.context, bytes, s.native));
+      }
     }
-    if (!stream) GK_CU_CHECK(driver, cuStreamSynchronize(s.native));
+    if (!stream) scope.synchronize(s.native);
   });
 }
 

@@ -71,6 +71,8 @@ const Driver* Driver::get(std::string* why) {
         {"cuMemFreeHost", reinterpret_cast<void**>(&a.cuMemFreeHost)},
         {"cuStreamQuery", reinterpret_cast<void**>(&a.cuStreamQuery)},
         {"cuCtxGetCurrent", reinterpret_cast<void**>(&a.cuCtxGetCurrent)},
+        {"cuPointerGetAttributes", reinterpret_cast<void**>(&a.cuPointerGetAttributes)},
+        {"cuMemcpyAsync", reinterpret_cast<void**>(&a.cuMemcpyAsync)},
     };
     for (const Symbol& s : symbols) {
       *s.slot = dlsym(handle, s.name);

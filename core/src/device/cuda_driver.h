@@ -26,6 +26,10 @@ constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDefault = 0x0;
 constexpr unsigned kEventDisableTiming = 0x2;
 constexpr CUresult kResultOutOfMemory = 2;
+// The transfer engine: which host memory the DMA engines reach directly, and pinning.
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeUnregistered = 0;  // what cuPointerGetAttributes reports
+constexpr unsigned kMemHostAllocPortable = 0x1;  // CU_MEMHOSTALLOC_PORTABLE
 
 // Entry points GPUkit calls, resolved by name (the _v2 names are what cuda.h maps the
 // plain names to).
@@ -69,6 +73,9 @@ struct DriverApi {
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
+  // The transfer engine (memory/transfer_engine.h).
+  CUresult (*cuPointerGetAttributes)(unsigned, int*, void**, CUdeviceptr);
+  CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 };
 
 // The opened driver. Created once per process; lives until exit (unloading libcuda

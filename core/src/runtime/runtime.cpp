@@ -41,6 +41,7 @@ RuntimeConfig RuntimeConfig::from_options(const gk_runtime_options* o) {
     c.log_level = o->log_level;
   }
   bool use_env = !(flags & GK_RUNTIME_IGNORE_ENVIRONMENT);
+  c.transfer = TransferTuning::from_environment(use_env);
   if (!(flags & GK_RUNTIME_NO_DEFAULT_PLUGINS)) {
     std::string folder = default_manifest_folder();
     if (!folder.empty()) c.plugin_folders.push_back(folder);
@@ -76,11 +77,21 @@ Runtime::Runtime(const RuntimeConfig& config)
       logger_(config.log_level, config.log_fn, config.log_user_data),
       devices_(config.devices, logger_),
       memory_(devices_),
-      scheduler_(std::make_unique<Scheduler>(*this)) {
+      scheduler_(std::make_unique<Scheduler>(*this)),
+      host_copies_(std::make_unique<HostCopyPool>(config.transfer.host_threads)) {
+  cuda::CUcontext first_cuda_context = nullptr;
   for (const Device& d : devices_.devices()) {
     default_streams_.push_back(std::unique_ptr<gk_stream>(
         new gk_stream{this, nullptr, &d, nullptr, false}));
+    auto backend = d.is_cuda() ? make_cuda_transfer_backend(*devices_.driver(), d.context)
+                               : make_host_transfer_backend();
+    transfers_.push_back(std::make_unique<TransferEngine>(d.label(), std::move(backend),
+                                                          config.transfer, *host_copies_,
+                                                          &logger_));
+    if (d.is_cuda() && !first_cuda_context) first_cuda_context = d.context;
   }
+  host_memory_ = std::make_unique<HostMemory>(first_cuda_context ? devices_.driver() : nullptr,
+                                              first_cuda_context);
   plugins_ = std::make_unique<PluginRegistry>(*this, config_.plugin_folders,
                                               config_.disabled_plugins);
 }

@@ -10,6 +10,8 @@
 #include "common/log.h"
 #include "device/device.h"
 #include "memory/device_memory.h"
+#include "memory/host_memory.h"
+#include "memory/transfer_engine.h"
 #include "plugin/plugin_registry.h"
 #include "scheduler/scheduler.h"
 
@@ -21,6 +23,7 @@ struct RuntimeConfig {
   std::vector<std::string> plugin_folders;
   std::vector<std::string> disabled_plugins;  // globs
   int32_t log_level = GK_LOG_INFO;
+  TransferTuning transfer;  // GPUKIT_TRANSFER_* unless the environment is ignored
   gk_log_fn log_fn = nullptr;
   void* log_user_data = nullptr;
 
@@ -41,6 +44,10 @@ class Runtime {
   const DeviceMemory& memory() const { return memory_; }
   const PluginRegistry& plugins() const { return *plugins_; }
   Scheduler& scheduler() const { return *scheduler_; }
+  // The transfer engine of a device: host <-> device copies (docs/memory.md, "Transfers").
+  TransferEngine& transfers(const Device& device) const { return *transfers_[size_t(device.id)]; }
+  // The memory of gk_host_alloc (pinned when there is a CUDA device).
+  HostMemory& host_memory() const { return *host_memory_; }
   // The default stream object of device `id` (the CUDA legacy default stream).
   gk_stream* default_stream(int32_t id) const;
 
@@ -50,6 +57,10 @@ class Runtime {
   DeviceSet devices_;
   DeviceMemory memory_;
   std::unique_ptr<Scheduler> scheduler_;  // its tasks' owners live in memory_'s pools
+  // Before the engines, which use it; the engines go before the devices' contexts.
+  std::unique_ptr<HostCopyPool> host_copies_;
+  std::vector<std::unique_ptr<TransferEngine>> transfers_;
+  std::unique_ptr<HostMemory> host_memory_;
   std::vector<std::unique_ptr<gk_stream>> default_streams_;
   std::unique_ptr<PluginRegistry> plugins_;  // last: unloaded first
 };
