@@ -45,7 +45,11 @@ GK_API gk_status gk_memory_owner_usage(const gk_memory_owner* owner, uint64_t* i
 }
 
 GK_API gk_status gk_memory_set_budget(gk_runtime* runtime, int32_t device, uint64_t bytes) {
-  return gk::c_guard([&] { pool_of(runtime, device, "gk_memory_set_budget").set_budget(bytes); });
+  return gk::c_guard([&] {
+    pool_of(runtime, device, "gk_memory_set_budget").set_budget(bytes);
+    gk::Runtime& rt = *runtime->impl;
+    rt.scheduler().capacity_changed(rt.devices().at(device));  // pending tasks may fit now
+  });
 }
 
 GK_API gk_status gk_memory_trim(gk_runtime* runtime, int32_t device, uint64_t* out_released) {

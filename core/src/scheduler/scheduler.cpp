@@ -228,7 +228,15 @@ void Scheduler::take_partition(Task& task, DeviceState& d) {
   }
   std::string note;
   if (!best_effort_like) {
-    task.granules = d.granules->take_exclusive(d.granules->granules_for(s.sm_request), &note);
+    int32_t count = d.granules->granules_for(s.sm_request);
+    if (count > d.green->granules()) {
+      record(task, "partition", "no SM partition: " + std::to_string(s.sm_request) +
+                                    " SMs need " + std::to_string(count) + " granules of " +
+                                    std::to_string(d.granules->granule_sms()) + " but the split has " +
+                                    std::to_string(d.green->granules()) + "; stream priority only");
+      return;
+    }
+    task.granules = d.granules->take_exclusive(count, &note);
     task.exclusive = true;
   } else {
     int32_t limit = s.sm_limit > 0 ? s.sm_limit : d.device->sm_count;
@@ -352,21 +360,19 @@ void Scheduler::release(Task& task, int32_t terminal_state) {
   if (terminal_state == GK_TASK_CANCELLED) {
     // Its buffers go (their handles become stale); memory still viewed by tensors returns
     // when they are released.
-    int freed = 0, kept = 0;
+    int freed = 0;
     for (gk_buffer* b : task.buffers) {
       try {
         BufferTable::instance().remove(b, "gk_task_cancel");
         ++freed;
       } catch (const Error& e) {
         if (e.status() == GK_FAILED_PRECONDITION) {
-          ++kept;
           record(task, "state", std::string("buffer kept on cancel: ") + e.what());
         }
       }
     }
     task.buffers.clear();
     if (freed) record(task, "state", "cancel freed " + std::to_string(freed) + " buffer(s)");
-    (void)kept;
   }
   for (const auto& a : d.admission.release(task.id)) {
     for (Task* t : d.tasks) {
@@ -514,7 +520,7 @@ void Scheduler::before_launch(Task& task) {
           task.throttled_ns += held;
           if (task.state == GK_TASK_THROTTLED) {
             task.state = GK_TASK_RUNNING;  // a pacing release: counted, not logged each time
-            task.reason = "running: first op launched";
+            task.reason = "running: pacing released";
           }
         }
         return;
@@ -679,6 +685,11 @@ std::string Scheduler::json() {
   j["tasks"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < tasks.size(); ++i) j["tasks"].push_back(task_json(*tasks[i], usage[i]));
   return j.dump();
+}
+
+void Scheduler::capacity_changed(const Device& device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto& slot = devices_[size_t(device.id)]) refresh_capacity(*slot);
 }
 
 void Scheduler::set_pacing(const Device& device, const PacingConfig& pacing) {

@@ -120,6 +120,8 @@ class Scheduler {
   std::string events_json(Task& task);
   std::string json();
   void set_pacing(const Device& device, const PacingConfig& pacing);
+  // The device budget changed: re-reads the capacity and admits what now fits.
+  void capacity_changed(const Device& device);
   // Tests inject a clock (nanoseconds, monotonic); the default is steady_clock.
   void set_clock(std::function<uint64_t()> clock);
 

@@ -1,6 +1,6 @@
 // Which SMs each task may use, as plain logic over "granules": the device's SMs split once
-// into equal groups of the smallest partition size the driver allows (8 SMs on H100, so
-// 16 granules and a remainder of 4), because green contexts may only combine groups from
+// into equal groups of the smallest partition size the driver allows (8 SMs on H100, where
+// the driver gives 15 granules and a remainder of 12), because green contexts may only combine groups from
 // one split. A Guaranteed or Burstable task gets exclusive granules; a BestEffort task with
 // an SM limit shares the granules no one holds exclusively (and the remainder).
 #pragma once
