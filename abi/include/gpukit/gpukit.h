@@ -750,6 +750,8 @@ typedef struct gk_pacing {
  * thread. */
 GK_API gk_status gk_scheduler_set_pacing(gk_runtime* runtime, int32_t device,
                                          const gk_pacing* pacing);
+
+/* ---------------------------------------------------------------------------------
  * Transfers, ABI 1.3. Copies between host memory and a GPU (gk_copy_from_host,
  * gk_copy_to_host, gk_copy with a cpu side) run on dedicated copy streams, one per
  * direction, ordered with the caller's stream by events: the copy starts after the work
