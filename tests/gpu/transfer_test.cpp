@@ -208,6 +208,7 @@ TEST(GpuTransfer, a_pageable_source_may_be_reused_when_copy_from_host_returns) {
   std::fill(src.begin(), src.end(), uint8_t(0));
   ASSERT_EQ(gk_copy_to_host(t.get(), out.data(), bytes, s), GK_OK);
   EXPECT_EQ(out, expected) << "the device received bytes written after the call returned";
+  t.reset();  // freed in s's order: before s is destroyed, never on a dead stream handle
   gk_stream_destroy(s);
 }
 
