@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/bytes.h"
 #include "common/error.h"
 
 namespace gk {
@@ -75,20 +76,6 @@ struct EvictionReport {
 
 namespace {
 
-std::string human(uint64_t bytes) {
-  char text[48];
-  if (bytes >= (uint64_t(1) << 30)) {
-    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
-  } else if (bytes >= (uint64_t(1) << 20)) {
-    std::snprintf(text, sizeof(text), "%.1f MiB", double(bytes) / double(uint64_t(1) << 20));
-  } else if (bytes >= 1024) {
-    std::snprintf(text, sizeof(text), "%.1f KiB", double(bytes) / 1024.0);
-  } else {
-    std::snprintf(text, sizeof(text), "%" PRIu64 " B", bytes);
-  }
-  return text;
-}
-
 std::string hex(uintptr_t value) {
   char text[24];
   std::snprintf(text, sizeof(text), "0x%" PRIxPTR, value);
@@ -123,7 +110,7 @@ void complete_through(PoolStream* ps, size_t n, PoolBackend& backend) noexcept {
 std::string EvictionReport::text() const {
   if (candidates == 0 && spilled == 0) return "eviction: no evictable buffer to spill";
   std::string t = "eviction: spilled " + std::to_string(spilled) + " evictable buffer(s) (" +
-                  human(spilled_bytes) + ")";
+                  human_bytes(spilled_bytes) + ")";
   if (skipped_pinned) t += ", skipped " + std::to_string(skipped_pinned) + " mapped or in use";
   if (host_short) t += ", " + std::to_string(host_short) + " could not get host memory";
   return t;
@@ -650,8 +637,8 @@ std::string MemoryPool::holders_text() {
   int shown = 0;
   for (const MemoryOwner* o : all) {
     if (o->in_use == 0 || shown == 5) continue;
-    t += (shown++ ? ", '" : "'") + o->name + "' " + human(o->in_use);
-    if (o->quota) t += " (quota " + human(o->quota) + ")";
+    t += (shown++ ? ", '" : "'") + o->name + "' " + human_bytes(o->in_use);
+    if (o->quota) t += " (quota " + human_bytes(o->quota) + ")";
   }
   return shown ? t : "none";
 }
@@ -661,11 +648,11 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
   ++stats_.failure_count;
   ++owner->failure_count;
   std::string message =
-      label_ + ": cannot allocate " + std::to_string(bytes) + " bytes (" + human(rounded) +
+      label_ + ": cannot allocate " + std::to_string(bytes) + " bytes (" + human_bytes(rounded) +
       " in the pool) for owner '" + owner->name + "': " + limit + "; device total " +
-      human(backend_->total_memory()) + ", free " + human(backend_->free_memory()) +
-      "; pool reserved " + human(stats_.bytes_reserved) + ", in use " +
-      human(stats_.bytes_in_use) + ", budget " + (budget_ ? human(budget_) : "none") +
+      human_bytes(backend_->total_memory()) + ", free " + human_bytes(backend_->free_memory()) +
+      "; pool reserved " + human_bytes(stats_.bytes_reserved) + ", in use " +
+      human_bytes(stats_.bytes_in_use) + ", budget " + (budget_ ? human_bytes(budget_) : "none") +
       "; largest holders: " + holders_text() + "; " + report.text();
   fail(GK_RESOURCE_EXHAUSTED, message);
 }
@@ -679,8 +666,8 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
     evict_until([&] { return owner->in_use + rounded <= owner->quota; }, owner, report);
     if (owner->in_use + rounded > owner->quota) {
       fail_oom(bytes, rounded, owner,
-               "the quota of owner '" + owner->name + "' is " + human(owner->quota) + " and " +
-                   human(owner->in_use) + " of it is in use",
+               "the quota of owner '" + owner->name + "' is " + human_bytes(owner->quota) + " and " +
+                   human_bytes(owner->in_use) + " of it is in use",
                report);
     }
   }
@@ -692,7 +679,7 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
               report);
     if (stats_.bytes_in_use + rounded > budget_) {
       fail_oom(bytes, rounded, owner,
-               "the device budget is " + human(budget_) + " and " + human(stats_.bytes_in_use) +
+               "the device budget is " + human_bytes(budget_) + " and " + human_bytes(stats_.bytes_in_use) +
                    " of it is in use",
                report);
     }
@@ -707,8 +694,8 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
       evict_for(owner, within_request, fits, report);
       if (!fits()) {
         fail_oom(bytes, rounded, owner,
-                 "of the device's " + human(capacity) + ", " + human(stats_.bytes_in_use) +
-                     " is in use and " + human(held_for_others(owner)) +
+                 "of the device's " + human_bytes(capacity) + ", " + human_bytes(stats_.bytes_in_use) +
+                     " is in use and " + human_bytes(held_for_others(owner)) +
                      " is reserved for other tasks' requests",
                  report);
       }
@@ -807,7 +794,7 @@ void MemoryPool::evict_for(MemoryOwner* requester, bool within_request, Done don
         if (r->pins > 0) {
           ++report.skipped_pinned;
         } else if (spill(r, report) && o != requester) {
-          note(o, "spilled " + human(size) + " (buffer #" + std::to_string(r->id) +
+          note(o, "spilled " + human_bytes(size) + " (buffer #" + std::to_string(r->id) +
                       ") to host memory to make room for '" + requester->name + "'" +
                       (victims == kEvictAboveRequest ? " (memory above this task's request)" : ""));
         }
@@ -817,7 +804,7 @@ void MemoryPool::evict_for(MemoryOwner* requester, bool within_request, Done don
   }
   if (report.spilled > before) {
     note(requester, "made room by spilling " + std::to_string(report.spilled - before) +
-                        " buffer(s) (" + human(report.spilled_bytes - bytes_before) +
+                        " buffer(s) (" + human_bytes(report.spilled_bytes - bytes_before) +
                         ") of lower classes to host memory");
   }
 }

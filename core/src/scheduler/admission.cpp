@@ -1,8 +1,6 @@
 #include "scheduler/admission.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 
 namespace gk {
 
@@ -13,20 +11,6 @@ const char* qos_name(Qos qos) {
     case Qos::kBestEffort: return "BestEffort";
   }
   return "unknown";
-}
-
-std::string human_bytes(uint64_t bytes) {
-  char text[48];
-  if (bytes >= (uint64_t(1) << 30)) {
-    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
-  } else if (bytes >= (uint64_t(1) << 20)) {
-    std::snprintf(text, sizeof(text), "%.1f MiB", double(bytes) / double(uint64_t(1) << 20));
-  } else if (bytes >= 1024) {
-    std::snprintf(text, sizeof(text), "%.1f KiB", double(bytes) / 1024.0);
-  } else {
-    std::snprintf(text, sizeof(text), "%" PRIu64 " B", bytes);
-  }
-  return text;
 }
 
 Admission::Admission(uint64_t memory_capacity, int32_t sm_capacity)

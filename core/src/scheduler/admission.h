@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/bytes.h"
+
 namespace gk {
 
 enum class Qos : int32_t { kBestEffort = 0, kBurstable = 1, kGuaranteed = 2 };
@@ -80,7 +82,5 @@ class Admission {
   std::vector<Entry> queue_;     // pending, in admission order
 };
 
-// "1.50 GiB", "12.0 MiB", "512 B".
-std::string human_bytes(uint64_t bytes);
 
 }  // namespace gk
