@@ -614,7 +614,9 @@ uint64_t MemoryPool::release_free_segments() noexcept {
 void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
   b->owner = owner;
   b->requested = requested;
+  unused_reservations_ -= unused_reservation(owner);
   owner->in_use += b->size;
+  unused_reservations_ += unused_reservation(owner);
   owner->peak = std::max(owner->peak, owner->in_use);
   stats_.bytes_in_use += b->size;
   stats_.bytes_requested += requested;
@@ -622,7 +624,9 @@ void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
 }
 
 void MemoryPool::uncharge(PoolBlock* b) noexcept {
+  unused_reservations_ -= unused_reservation(b->owner);
   b->owner->in_use -= b->size;
+  unused_reservations_ += unused_reservation(b->owner);
   stats_.bytes_in_use -= b->size;
   stats_.bytes_requested -= b->requested;
   b->owner = nullptr;
@@ -685,7 +689,7 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
     }
   }
   // What scheduler tasks reserved and do not use yet is kept for them.
-  if (owners_with_requests_ > 0) {
+  if (unused_reservations_ > 0) {
     const uint64_t capacity = budget_ ? budget_ : backend_->total_memory();
     auto fits = [&] {
       return stats_.bytes_in_use + rounded + held_for_others(owner) <= capacity;
@@ -1032,16 +1036,16 @@ MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
 void MemoryPool::close_owner(MemoryOwner* owner) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   owner->closed = true;
-  if (owner->request) --owners_with_requests_;
+  unused_reservations_ -= unused_reservation(owner);
   owner->request = 0;  // a closed owner holds no reservation
 }
 
 void MemoryPool::set_owner_class(MemoryOwner* owner, int32_t eviction_class, uint64_t request) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (owner->request) --owners_with_requests_;
+  unused_reservations_ -= unused_reservation(owner);
   owner->eviction_class = eviction_class;
   owner->request = owner->closed ? 0 : request;
-  if (owner->request) ++owners_with_requests_;
+  unused_reservations_ += unused_reservation(owner);
 }
 
 std::vector<OwnerEvent> MemoryPool::owner_events(const MemoryOwner* owner) {
@@ -1061,13 +1065,12 @@ void MemoryPool::note(MemoryOwner* owner, std::string text) {
   owner->events.push_back({now, std::move(text)});
 }
 
+uint64_t MemoryPool::unused_reservation(const MemoryOwner* owner) {
+  return owner->request > owner->in_use ? owner->request - owner->in_use : 0;
+}
+
 uint64_t MemoryPool::held_for_others(const MemoryOwner* owner) const {
-  if (owners_with_requests_ == 0) return 0;
-  uint64_t held = 0;
-  for (const auto& o : owners_) {
-    if (o.get() != owner && o->request > o->in_use) held += o->request - o->in_use;
-  }
-  return held;
+  return unused_reservations_ - unused_reservation(owner);
 }
 
 MemoryOwner MemoryPool::owner_usage(const MemoryOwner* owner) {

@@ -272,6 +272,7 @@ class MemoryPool {
   void evict_until(Done done, MemoryOwner* owner, EvictionReport& report);
   template <typename Done>
   void evict_for(MemoryOwner* requester, bool within_request, Done done, EvictionReport& report);
+  static uint64_t unused_reservation(const MemoryOwner* owner);
   uint64_t held_for_others(const MemoryOwner* owner) const;
   void note(MemoryOwner* owner, std::string text);
   bool spill(EvictRecord* record, EvictionReport& report);
@@ -293,7 +294,9 @@ class MemoryPool {
   uint64_t budget_ = 0;
   uint64_t free_seq_ = 0;
   uint64_t next_record_id_ = 1;
-  int32_t owners_with_requests_ = 0;
+  // Σ over owners of what their request holds beyond their use (kept as usage changes, so
+  // the allocation path reads it instead of walking every owner).
+  uint64_t unused_reservations_ = 0;
   std::vector<std::unique_ptr<MemoryOwner>> owners_;
   MemoryOwner unowned_;
   std::vector<PoolSegment*> segments_;

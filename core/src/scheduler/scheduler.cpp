@@ -339,12 +339,8 @@ void Scheduler::transition(Task& task, int32_t to, const std::string& reason) {
                                      task_state_name(task.state) + " to " + task_state_name(to));
   }
   if (to == GK_TASK_RUNNING && task.state == GK_TASK_ADMITTED) task.started_ns = now();
-  if (terminal(to)) {
-    release(task, to);
-    set_state(task, to, reason);
-  } else {
-    set_state(task, to, reason);
-  }
+  if (terminal(to)) release(task, to);
+  set_state(task, to, reason);
 }
 
 void Scheduler::release(Task& task, int32_t terminal_state) {
