@@ -93,6 +93,38 @@ TEST(Buffer, tensor_view_keeps_memory_after_the_buffer_is_freed) {
   gk_tensor_release(t);
 }
 
+// The pool keeps the runtime alive while anything allocated from it is live (no reference
+// count per buffer): buffers, their views and tensors outlive gk_runtime_destroy.
+TEST(Buffer, buffers_and_views_outlive_the_runtime_handle) {
+  gk_runtime_options o = test_options();
+  gk_runtime* rt = nullptr;
+  ASSERT_EQ(gk_runtime_create(&o, &rt), GK_OK);
+  gk_buffer* plain = alloc(rt, 1000);
+  gk_alloc_args a{};
+  a.struct_size = sizeof(a);
+  a.device = 0;
+  a.size = 64;
+  a.flags = GK_BUFFER_EVICTABLE;
+  gk_buffer* evictable = nullptr;
+  ASSERT_EQ(gk_buffer_alloc(rt, &a, &evictable), GK_OK);
+  gk_tensor_desc d = desc(GK_DTYPE_F32, {4});
+  gk_tensor* view = nullptr;
+  ASSERT_EQ(gk_tensor_from_buffer(plain, 0, &d, &view), GK_OK);
+  gk_runtime_destroy(rt);
+  void* p = nullptr;
+  ASSERT_EQ(gk_buffer_map(evictable, &p), GK_OK) << last_error();
+  std::memset(p, 0x5a, 64);
+  ASSERT_EQ(gk_buffer_unmap(evictable), GK_OK);
+  EXPECT_EQ(gk_buffer_free(evictable, nullptr), GK_OK) << last_error();
+  EXPECT_EQ(gk_buffer_free(plain, nullptr), GK_OK) << last_error();
+  const float four[4] = {1, 2, 3, 4};
+  ASSERT_EQ(gk_copy_from_host(view, four, sizeof(four), nullptr), GK_OK) << last_error();
+  float back[4] = {};
+  ASSERT_EQ(gk_copy_to_host(view, back, sizeof(back), nullptr), GK_OK) << last_error();
+  EXPECT_EQ(back[3], 4.0f);
+  gk_tensor_release(view);  // the last holder: the runtime goes now (ASan checks the rest)
+}
+
 TEST(Buffer, view_reaching_outside_the_buffer_is_refused) {
   RuntimePtr rt = make_runtime(test_options());
   gk_buffer* b = alloc(rt.get(), 16 * sizeof(float));

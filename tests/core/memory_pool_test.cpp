@@ -20,6 +20,7 @@ namespace {
 
 struct FakeEvent {
   bool done = false;
+  cuda::CUstream stream = nullptr;  // where it was recorded
 };
 
 // Shared with the test after the pool takes the backend.
@@ -50,9 +51,10 @@ class FakeBackend final : public PoolBackend {
     --s_.segments_mapped;
     std::free(base);
   }
-  void* record_event(cuda::CUstream) noexcept override {
+  void* record_event(cuda::CUstream stream) noexcept override {
     if (s_.synchronous) return nullptr;
     auto* e = new FakeEvent();
+    e->stream = stream;
     s_.events.push_back(e);
     ++s_.events_live;
     return e;
@@ -599,6 +601,70 @@ TEST_F(PoolFixture, forgetting_a_stream_settles_its_pending_frees_and_later_free
   EXPECT_EQ(state.events.size(), 1u);
   pool->forget_stream(S1);  // no longer tracked: nothing to do
   pool->free(b, S2);
+}
+
+// An allocation made on a stream that is destroyed before the allocation is freed (a tensor
+// that outlives its stream): its free must not name the dead handle, which the driver may
+// have given to another stream, or to none.
+TEST_F(PoolFixture, live_allocations_of_a_forgotten_stream_are_freed_in_the_default_streams_order) {
+  pool->track_stream(S1);
+  PoolBlock* small = pool->allocate(1000, S1, nullptr);
+  PoolBlock* large = pool->allocate(3 * MiB, S1, nullptr);
+  EvictRecord* evictable = pool->allocate_evictable(5000, S1, nullptr);
+  EvictRecord* spilled = pool->allocate_evictable(7000, S1, nullptr);
+  pool->set_budget(pool->stats().bytes_in_use);
+  PoolBlock* pressure = pool->allocate(8192, S2, nullptr);  // spills the LRU record
+  ASSERT_TRUE(pool->is_spilled(evictable) || pool->is_spilled(spilled));
+  pool->set_budget(0);
+  pool->forget_stream(S1);  // as gk_stream_destroy does
+  pool->free(small, kOwnStream);
+  pool->free(large, kOwnStream);
+  pool->free(evictable, kOwnStream);
+  pool->free(spilled, kOwnStream);
+  // Reuse on S2 orders itself after the frees: any event recorded for them is on the
+  // default stream, never on the forgotten handle.
+  std::vector<PoolBlock*> again;
+  for (uint64_t size : {uint64_t(1000), 3 * MiB, uint64_t(5000), uint64_t(7000)}) {
+    again.push_back(pool->allocate(size, S2, nullptr));
+  }
+  for (FakeEvent* e : state.events) EXPECT_NE(e->stream, S1) << "an event on a destroyed stream";
+  for (const auto& [waiting, e] : state.waits) EXPECT_NE(e->stream, S1);
+  for (PoolBlock* b : again) pool->free(b, S2);
+  pool->free(pressure, S2);
+}
+
+TEST_F(PoolFixture, order_free_on_moves_a_live_blocks_free_to_another_stream) {
+  pool->track_stream(S1);
+  pool->track_stream(S2);
+  PoolBlock* a = pool->allocate(1000, S1, nullptr);
+  uintptr_t where = addr(a);
+  pool->order_free_on(a, S2);  // gk_buffer_free(buffer, S2) while a tensor still views it
+  pool->free(a, kOwnStream);
+  PoolBlock* b = pool->allocate(1000, S2, nullptr);
+  EXPECT_EQ(addr(b), where) << "freed in S2's order, so reused there at once";
+  EXPECT_TRUE(state.waits.empty());
+  EXPECT_EQ(state.events_live, 0);
+  pool->free(b, S2);
+}
+
+TEST_F(PoolFixture, the_holder_is_kept_while_allocations_live_after_close) {
+  auto holder = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = holder;
+  pool->hold_while_live(holder);
+  holder.reset();
+  EXPECT_TRUE(watch.expired()) << "nothing live: the pool does not hold it";
+  holder = std::make_shared<int>(8);
+  watch = holder;
+  pool->hold_while_live(holder);
+  PoolBlock* a = pool->allocate(1000, S1, nullptr);
+  EvictRecord* r = pool->allocate_evictable(1000, S1, nullptr);
+  holder.reset();
+  EXPECT_FALSE(watch.expired()) << "live allocations keep it";
+  pool->close();  // the runtime's handle is gone
+  pool->free(a, S1);
+  EXPECT_FALSE(watch.expired()) << "one allocation is still live";
+  pool->free(r, S1);
+  EXPECT_TRUE(watch.expired()) << "the last free of a closed pool lets go";
 }
 
 TEST_F(PoolFixture, trim_waits_for_frees_pending_on_a_tracked_stream) {

@@ -231,5 +231,56 @@ TEST_F(GpuPoolStreams, destroying_a_stream_settles_its_pending_frees) {
   EXPECT_EQ(gk_stream_destroy(b), GK_OK);
 }
 
+// Buffers and tensors may outlive the stream they were allocated on (the runtime's handle
+// too). Freeing them afterwards must not touch the destroyed stream's handle, even once the
+// driver has handed it to a new stream; compute-sanitizer runs this suite as well.
+TEST_F(GpuPoolStreams, memory_allocated_on_a_destroyed_stream_is_freed_safely_later) {
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    gk_stream* s = nullptr;
+    ASSERT_EQ(gk_stream_create(rt.get(), device, 0, &s), GK_OK);
+    gk_alloc_args args{};
+    args.struct_size = sizeof(args);
+    args.device = device;
+    args.size = 4096 << round;  // small, then medium blocks
+    args.stream = s;
+    gk_buffer* buffer = nullptr;
+    ASSERT_EQ(gk_buffer_alloc(rt.get(), &args, &buffer), GK_OK);
+    args.flags = GK_BUFFER_EVICTABLE;
+    gk_buffer* evictable = nullptr;
+    ASSERT_EQ(gk_buffer_alloc(rt.get(), &args, &evictable), GK_OK);
+    gk_tensor_desc desc{};
+    desc.struct_size = sizeof(desc);
+    desc.dtype = GK_DTYPE_F32;
+    desc.ndim = 1;
+    desc.shape[0] = 1024;
+    gk_tensor* tensor = nullptr;
+    ASSERT_EQ(gk_tensor_create(rt.get(), device, &desc, s, &tensor), GK_OK);
+    gk_tensor* view = nullptr;
+    ASSERT_EQ(gk_tensor_from_buffer(buffer, 0, &desc, &view), GK_OK);
+    ASSERT_EQ(gk_stream_destroy(s), GK_OK);
+    // New streams may now get the old handle.
+    gk_stream* others[4] = {};
+    for (auto& o : others) ASSERT_EQ(gk_stream_create(rt.get(), device, 0, &o), GK_OK);
+    ASSERT_EQ(gk_buffer_free(buffer, nullptr), GK_OK) << gk_last_error();  // the view holds it
+    void* p = nullptr;
+    ASSERT_EQ(gk_buffer_map(evictable, &p), GK_OK) << gk_last_error();
+    ASSERT_EQ(gk_buffer_unmap(evictable), GK_OK);
+    ASSERT_EQ(gk_buffer_free(evictable, nullptr), GK_OK) << gk_last_error();
+    gk_tensor_release(tensor);
+    gk_tensor_release(view);
+    // The memory is reusable on the new streams, and they still work.
+    args.flags = 0;
+    args.stream = others[0];
+    gk_buffer* again = nullptr;
+    ASSERT_EQ(gk_buffer_alloc(rt.get(), &args, &again), GK_OK);
+    ASSERT_EQ(gk_buffer_free(again, others[1]), GK_OK);
+    for (auto& o : others) {
+      EXPECT_EQ(gk_stream_synchronize(o), GK_OK) << gk_last_error();
+      EXPECT_EQ(gk_stream_destroy(o), GK_OK);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gk::test

@@ -44,7 +44,7 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
       owner = s.task->owner;
       task = s.task.get();
     }
-    auto allocation = std::make_shared<gk::Allocation>(runtime->impl, d, args->size, s.native,
+    auto allocation = std::make_shared<gk::Allocation>(rt, d, args->size, s.native,
                                                        owner, args->flags & GK_BUFFER_EVICTABLE);
     gk_buffer* buffer = gk::BufferTable::instance().insert(std::move(allocation));
     // Cancelling the task frees the buffers allocated for it (a stale handle after that).
@@ -59,9 +59,9 @@ GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream) {
     std::shared_ptr<gk::Allocation> allocation = gk::BufferTable::instance().remove(
         buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
           if (!stream) return;
-          gk::stream_for(*e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
+          gk::stream_for(e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
         });
-    if (stream) allocation->free_stream = stream->native;
+    if (stream) gk::Allocation::free_on(std::move(allocation), stream->native);
   });
 }
 
@@ -86,7 +86,7 @@ GK_API gk_status gk_buffer_map(gk_buffer* buffer, void** out) {
     gk::require_arg(out, "gk_buffer_map", "out");
     *out = gk::BufferTable::instance().with(buffer, "gk_buffer_map", [](gk::BufferEntry& e) {
       // A spilled buffer comes back first; mapped, it is never evicted.
-      void* ptr = e.allocation->locate(e.allocation->free_stream, true);
+      void* ptr = e.allocation->locate(gk::kOwnStream, true);
       ++e.map_count;
       return ptr;
     });

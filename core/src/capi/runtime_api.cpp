@@ -33,11 +33,21 @@ GK_API gk_status gk_runtime_create(const gk_runtime_options* options, gk_runtime
     *out = nullptr;
     auto config = gk::RuntimeConfig::from_options(options);
     auto runtime = std::make_shared<gk::Runtime>(config);
+    // Allocations may outlive the handle; each pool keeps the runtime while any is live.
+    for (const gk::Device& d : runtime->devices().devices()) {
+      runtime->memory().pool(d).hold_while_live(runtime);
+    }
     *out = new gk_runtime{std::move(runtime)};
   });
 }
 
-GK_API void gk_runtime_destroy(gk_runtime* runtime) { delete runtime; }
+GK_API void gk_runtime_destroy(gk_runtime* runtime) {
+  if (!runtime) return;
+  for (const gk::Device& d : runtime->impl->devices().devices()) {
+    runtime->impl->memory().pool(d).close();
+  }
+  delete runtime;
+}
 
 GK_API gk_status gk_device_count(const gk_runtime* runtime, int32_t* out) {
   return gk::c_guard([&] {

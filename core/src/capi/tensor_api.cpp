@@ -39,7 +39,7 @@ gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
 gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
                          const gk_tensor_desc& d, cuda::CUstream stream) {
   uint64_t bytes = uint64_t(numel(d)) * dtype_size(d.dtype);
-  auto allocation = std::make_shared<Allocation>(runtime, device, bytes, stream);
+  auto allocation = std::make_shared<Allocation>(*runtime, device, bytes, stream);
   gk_tensor* t = new_tensor(runtime, device, d, allocation->ptr);
   t->allocation = std::move(allocation);
   return t;
@@ -165,7 +165,7 @@ GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
                                     ", outside the buffer's " + std::to_string(allocation->size));
     }
     void* data = static_cast<char*>(allocation->ptr) + byte_offset;
-    gk_tensor* t = gk::new_tensor(allocation->runtime, allocation->device, d, data);
+    gk_tensor* t = gk::new_tensor(allocation->runtime.shared_from_this(), allocation->device, d, data);
     t->data_offset = byte_offset;
     t->allocation = std::move(allocation);
     *out = t;
@@ -214,7 +214,7 @@ GK_API void* gk_tensor_data(const gk_tensor* tensor) {
   if (!tensor) return nullptr;
   void* data = nullptr;
   gk_status status = gk::c_guard([&] {
-    data = gk::tensor_data(*tensor, tensor->allocation ? tensor->allocation->free_stream : nullptr);
+    data = gk::tensor_data(*tensor, gk::kOwnStream);
   });
   return status == GK_OK ? data : nullptr;
 }

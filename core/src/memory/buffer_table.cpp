@@ -25,7 +25,7 @@ BufferTable& BufferTable::instance() {
 }
 
 gk_buffer* BufferTable::insert(std::shared_ptr<Allocation> allocation) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   uint32_t index;
   if (!free_slots_.empty()) {
     index = free_slots_.back();

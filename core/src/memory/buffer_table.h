@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "gpukit/gpukit.h"
 #include "memory/device_memory.h"
 
@@ -28,7 +29,7 @@ class BufferTable {
   // for a NULL, unknown or stale handle.
   template <typename Fn>
   auto with(const gk_buffer* handle, const char* function, Fn&& fn) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> guard(lock_);
     return fn(entry_locked(handle, function));
   }
 
@@ -38,7 +39,7 @@ class BufferTable {
   template <typename Check>
   std::shared_ptr<Allocation> remove(const gk_buffer* handle, const char* function,
                                      Check&& check) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> guard(lock_);
     BufferEntry& entry = entry_locked(handle, function);
     check(entry);
     return remove_locked(handle, function, entry);
@@ -57,7 +58,7 @@ class BufferTable {
   std::shared_ptr<Allocation> remove_locked(const gk_buffer* handle, const char* function,
                                             BufferEntry& entry);
 
-  std::mutex mutex_;
+  SpinLock lock_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
 };

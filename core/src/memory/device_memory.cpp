@@ -239,13 +239,9 @@ void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream st
   pool(device).free_raw(ptr, stream, "host.free");
 }
 
-Allocation::Allocation(std::shared_ptr<Runtime> rt, const Device& dev, uint64_t bytes,
-                       cuda::CUstream stream, MemoryOwner* owner, bool evictable)
-    : runtime(std::move(rt)),
-      device(dev),
-      size(bytes),
-      free_stream(stream),
-      pool(runtime->memory().pool(device)) {
+Allocation::Allocation(Runtime& rt, const Device& dev, uint64_t bytes, cuda::CUstream stream,
+                       MemoryOwner* owner, bool evictable)
+    : runtime(rt), device(dev), size(bytes), pool(runtime.memory().pool(device)) {
   if (!owner) owner = ChargeScope::current();
   if (evictable) {
     // The address is read under the pool's lock: another thread may spill it right after.
@@ -257,10 +253,22 @@ Allocation::Allocation(std::shared_ptr<Runtime> rt, const Device& dev, uint64_t 
 }
 
 Allocation::~Allocation() {
+  // The pool may let go of the runtime here (its last allocation): nothing is read after.
   if (record) {
-    pool.free(record, free_stream);
+    pool.free(record, free_stream_);
   } else {
-    pool.free(block, free_stream);
+    pool.free(block, free_stream_);
+  }
+}
+
+void Allocation::free_on(std::shared_ptr<Allocation> allocation, cuda::CUstream stream) {
+  // The last holder frees it right here; otherwise the pool remembers the stream.
+  if (allocation.use_count() == 1) {
+    allocation->free_stream_ = stream;
+  } else if (allocation->record) {
+    allocation->pool.order_free_on(allocation->record, stream);
+  } else {
+    allocation->pool.order_free_on(allocation->block, stream);
   }
 }
 

@@ -40,28 +40,37 @@ std::unique_ptr<PoolBackend> make_cuda_backend(const DeviceSet& devices, const D
 
 struct Allocation {
   // `evictable`: may be spilled to host memory while not pinned (GK_BUFFER_EVICTABLE).
-  Allocation(std::shared_ptr<Runtime> runtime, const Device& device, uint64_t size,
-             cuda::CUstream stream, MemoryOwner* owner = nullptr, bool evictable = false);
+  // The memory is freed when the last holder lets go, in the order of `stream` unless
+  // free_on() names another (the pool keeps the runtime alive until then).
+  Allocation(Runtime& runtime, const Device& device, uint64_t size, cuda::CUstream stream,
+             MemoryOwner* owner = nullptr, bool evictable = false);
   ~Allocation();
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
 
+  // Lets go of `allocation`; the memory is freed in `stream`'s order, once its last holder
+  // (a tensor viewing it, say) lets go too.
+  static void free_on(std::shared_ptr<Allocation> allocation, cuda::CUstream stream);
+
   bool evictable() const { return record != nullptr; }
   // The current device address, restoring a spilled evictable allocation first (in
-  // `stream`'s order). With `pin`, it stays resident there until unpin().
+  // `stream`'s order; kOwnStream: the stream its free is ordered in). With `pin`, it stays
+  // resident there until unpin().
   void* locate(cuda::CUstream stream, bool pin);
   void unpin() noexcept;
 
-  std::shared_ptr<Runtime> runtime;  // keeps the runtime (and its driver context) alive
+  Runtime& runtime;
   const Device& device;
   uint64_t size;
   // The address at allocation. Stays valid for a non-evictable allocation; an evictable one
   // may move: use locate().
   void* ptr = nullptr;
-  cuda::CUstream free_stream;        // the stream whose order the memory is freed in
   MemoryPool& pool;
   PoolBlock* block = nullptr;        // non-evictable
   EvictRecord* record = nullptr;     // evictable
+
+ private:
+  cuda::CUstream free_stream_ = kOwnStream;  // set by free_on for the last holder
 };
 
 }  // namespace gk

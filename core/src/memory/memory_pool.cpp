@@ -852,11 +852,21 @@ void MemoryPool::restore(EvictRecord* r, cuda::CUstream stream) {
 
 // ---- public entry points ---------------------------------------------------------------
 
+void MemoryPool::count_allocation() noexcept {
+  if (live_allocations_++ == 0 && !holder_) holder_ = holder_source_.lock();
+}
+
+std::shared_ptr<void> MemoryPool::uncount_allocation() noexcept {
+  if (--live_allocations_ == 0 && closed_) return std::move(holder_);
+  return nullptr;
+}
+
 PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   ++stats_.alloc_count;
   ++b->owner->alloc_count;
+  count_allocation();
   return b;
 }
 
@@ -894,15 +904,27 @@ void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) no
 
 void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
   if (!b) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<void> holder;  // released after the lock: it may own this pool
+  std::lock_guard<SpinLock> guard(lock_);
   ++stats_.free_count;
   uncharge(b);
-  free_locked(b, stream, false);
+  free_locked(b, stream == kOwnStream ? b->stream : stream, false);
+  holder = uncount_allocation();
+}
+
+void MemoryPool::order_free_on(PoolBlock* b, cuda::CUstream stream) noexcept {
+  std::lock_guard<SpinLock> guard(lock_);
+  b->stream = stream;
+}
+
+void MemoryPool::order_free_on(EvictRecord* r, cuda::CUstream stream) noexcept {
+  std::lock_guard<SpinLock> guard(lock_);
+  r->stream = stream;
 }
 
 EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream stream,
                                             MemoryOwner* owner, void** address) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   auto r = std::make_unique<EvictRecord>();
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   ++stats_.alloc_count;
@@ -915,18 +937,21 @@ EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream strea
   b->record = r.get();
   lru_push_front(r.get());
   if (address) *address = MemoryPool::address(b);
+  count_allocation();
   return r.release();
 }
 
 void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
   if (!r) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<void> holder;  // released after the lock: it may own this pool
+  std::lock_guard<SpinLock> guard(lock_);
   ++stats_.free_count;
+  holder = uncount_allocation();
   if (r->block) {
     lru_unlink(r);
     r->block->record = nullptr;
     uncharge(r->block);
-    free_locked(r->block, stream, false);
+    free_locked(r->block, stream == kOwnStream ? r->stream : stream, false);
   } else {
     backend_->host_free(r->host);
     spilled_.erase(std::find(spilled_.begin(), spilled_.end(), r));
@@ -936,7 +961,8 @@ void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
 }
 
 void* MemoryPool::locate(EvictRecord* r, cuda::CUstream stream, bool pin) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
+  if (stream == kOwnStream) stream = r->stream;
   if (!r->block) {
     restore(r, stream);
   } else if (lru_head_ != r) {
@@ -949,17 +975,17 @@ void* MemoryPool::locate(EvictRecord* r, cuda::CUstream stream, bool pin) {
 }
 
 void MemoryPool::unpin(EvictRecord* r) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   if (r->pins > 0) --r->pins;
 }
 
 bool MemoryPool::is_spilled(const EvictRecord* r) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   return r->block == nullptr;
 }
 
 void* MemoryPool::allocate_raw(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   try {
     raw_live_.emplace(b->addr, b);
@@ -976,7 +1002,7 @@ void* MemoryPool::allocate_raw(uint64_t bytes, cuda::CUstream stream, MemoryOwne
 
 void MemoryPool::free_raw(void* ptr, cuda::CUstream stream, const char* function) {
   if (!ptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   auto it = raw_live_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == raw_live_.end()) {
     fail(GK_INVALID_ARGUMENT, std::string(function) + ": " + hex(reinterpret_cast<uintptr_t>(ptr)) +
@@ -992,7 +1018,7 @@ void MemoryPool::free_raw(void* ptr, cuda::CUstream stream, const char* function
 }
 
 void MemoryPool::track_stream(cuda::CUstream stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   if (streams_.count(stream)) return;
   auto ps = std::make_unique<PoolStream>();
   ps->stream = stream;
@@ -1001,7 +1027,7 @@ void MemoryPool::track_stream(cuda::CUstream stream) {
 
 void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
   if (!stream) return;  // the legacy default stream lives as long as the context
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
   PoolStream* ps = it->second.get();
@@ -1022,10 +1048,44 @@ void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
   for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
   if (last_stream_ == ps) last_stream_ = nullptr;
   streams_.erase(it);
+  unbind_stream(stream);
+}
+
+// Live allocations whose free was ordered in `stream` (about to be destroyed, its work
+// complete) are ordered in the legacy default stream from now on.
+void MemoryPool::unbind_stream(cuda::CUstream stream) noexcept {
+  auto unbind = [stream](PoolBlock* b) {
+    if (b->free) return;
+    if (b->stream == stream) b->stream = nullptr;
+    if (b->record && b->record->stream == stream) b->record->stream = nullptr;
+  };
+  for (PoolSegment* s : segments_) {
+    if (s->small) {
+      for (PoolBlock* b : s->carved) unbind(b);
+    } else {
+      for (PoolBlock* b = s->first; b; b = b->next) unbind(b);
+    }
+  }
+  for (EvictRecord* r : spilled_) {
+    if (r->stream == stream) r->stream = nullptr;
+  }
+}
+
+void MemoryPool::hold_while_live(std::weak_ptr<void> holder) {
+  std::lock_guard<SpinLock> guard(lock_);
+  holder_source_ = std::move(holder);
+  if (live_allocations_ > 0 && !holder_) holder_ = holder_source_.lock();
+}
+
+void MemoryPool::close() noexcept {
+  std::shared_ptr<void> holder;  // released after the lock: it may own this pool
+  std::lock_guard<SpinLock> guard(lock_);
+  closed_ = true;
+  if (live_allocations_ == 0) holder = std::move(holder_);
 }
 
 MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   auto o = std::make_unique<MemoryOwner>();
   o->name = name;
   o->quota = quota;
@@ -1034,14 +1094,14 @@ MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {
 }
 
 void MemoryPool::close_owner(MemoryOwner* owner) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   owner->closed = true;
   unused_reservations_ -= unused_reservation(owner);
   owner->request = 0;  // a closed owner holds no reservation
 }
 
 void MemoryPool::set_owner_class(MemoryOwner* owner, int32_t eviction_class, uint64_t request) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   unused_reservations_ -= unused_reservation(owner);
   owner->eviction_class = eviction_class;
   owner->request = owner->closed ? 0 : request;
@@ -1049,7 +1109,7 @@ void MemoryPool::set_owner_class(MemoryOwner* owner, int32_t eviction_class, uin
 }
 
 std::vector<OwnerEvent> MemoryPool::owner_events(const MemoryOwner* owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   return owner->events;
 }
 
@@ -1074,23 +1134,23 @@ uint64_t MemoryPool::held_for_others(const MemoryOwner* owner) const {
 }
 
 MemoryOwner MemoryPool::owner_usage(const MemoryOwner* owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   return *owner;
 }
 
 void MemoryPool::set_budget(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   budget_ = bytes;
 }
 
 uint64_t MemoryPool::trim() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   backend_->release_host_cache();
   return release_free_segments();
 }
 
 PoolStats MemoryPool::stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   PoolStats s = stats_;
   s.budget = budget_;
   s.largest_free_block = std::max(medium_free_.empty() ? 0 : (*medium_free_.rbegin())->size,
@@ -1109,7 +1169,7 @@ PoolStats MemoryPool::stats() {
 }
 
 std::string MemoryPool::snapshot_json() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> guard(lock_);
   using nlohmann::json;
   auto block_json = [&](const PoolBlock* b) {
     json j{{"address", hex(b->addr)},

@@ -29,20 +29,25 @@
 // host memory and their blocks freed; the next locate() copies them back, possibly at a new
 // address.
 //
-// Thread-safe: one mutex per pool guards everything below.
+// Thread-safe: one lock per pool (a SpinLock: short critical sections) guards everything below.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "device/cuda_driver.h"
 
 namespace gk {
+
+// Where a stream is expected: the stream the allocation's free is ordered in, as the pool
+// knows it (its allocation stream, or the one order_free_on named; for an evictable one, the
+// stream of its last use). A stream destroyed meanwhile reads as the legacy default stream.
+inline const cuda::CUstream kOwnStream = reinterpret_cast<cuda::CUstream>(~uintptr_t(0));
 
 constexpr uint64_t kPoolAlignment = 256;
 constexpr uint64_t kSmallLimit = uint64_t(1) << 20;         // largest small class
@@ -76,7 +81,7 @@ int size_class_count();
 // What a request of `bytes` is rounded to (a class size, or a 4 KiB multiple).
 uint64_t pool_rounded_size(uint64_t bytes);
 
-// What the pool needs from a device. Calls are made with the pool's mutex held.
+// What the pool needs from a device. Calls are made with the pool's lock held.
 class PoolBackend {
  public:
   virtual ~PoolBackend() = default;
@@ -173,7 +178,7 @@ struct EvictRecord {
   uint64_t requested = 0;
   uint64_t id = 0;
   MemoryOwner* owner = nullptr;
-  cuda::CUstream stream = nullptr;  // the stream of its last use
+  cuda::CUstream stream = nullptr;  // the stream of its last use, its free's order
   int32_t pins = 0;                 // maps and ops in flight: never evicted while > 0
   EvictRecord* lru_prev = nullptr;  // towards the most recently used
   EvictRecord* lru_next = nullptr;
@@ -194,8 +199,12 @@ class MemoryPool {
   // the pool's unowned account). Throws RESOURCE_EXHAUSTED naming the request, the device,
   // the pool, the largest holders by owner and what eviction tried.
   PoolBlock* allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
-  // Returns the block in `stream`'s order. Makes no driver call when `stream` is tracked.
+  // Returns the block in `stream`'s order (kOwnStream: see above). Makes no driver call
+  // when that stream is tracked.
   void free(PoolBlock* block, cuda::CUstream stream) noexcept;
+  // From now on the block's (or record's) free is ordered in `stream`.
+  void order_free_on(PoolBlock* block, cuda::CUstream stream) noexcept;
+  void order_free_on(EvictRecord* record, cuda::CUstream stream) noexcept;
   static void* address(const PoolBlock* block);
   static uint64_t block_size(const PoolBlock* block);
 
@@ -204,8 +213,8 @@ class MemoryPool {
   EvictRecord* allocate_evictable(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
                                   void** address = nullptr);
   void free(EvictRecord* record, cuda::CUstream stream) noexcept;
-  // The record's device address, restoring it first (in `stream`'s order) when spilled, and
-  // marking it most recently used. `pin` keeps it resident at that address until unpin().
+  // The record's device address, restoring it first (in `stream`'s order; kOwnStream: its
+  // last use's) when spilled, and marking it most recently used. `pin` keeps it resident at that address until unpin().
   void* locate(EvictRecord* record, cuda::CUstream stream, bool pin);
   void unpin(EvictRecord* record) noexcept;
   bool is_spilled(const EvictRecord* record);
@@ -222,8 +231,18 @@ class MemoryPool {
   void track_stream(cuda::CUstream stream);
   // Before `stream` is destroyed: waits for the frees still pending on it (the caller has
   // synchronized the stream, so this returns at once) and stops tracking it; later frees on
-  // that handle record their event at once.
+  // that handle record their event at once. Live allocations whose free was ordered there
+  // are ordered in the legacy default stream instead: the handle may soon name another
+  // stream, or none.
   void forget_stream(cuda::CUstream stream) noexcept;
+
+  // Allocations (allocate, allocate_evictable) point into the runtime that owns the pool,
+  // and may outlive its handle: while any is live, the pool holds `holder`. Holding it costs
+  // nothing per allocation (it is taken when the first one is made and kept), so the hot
+  // path has no reference count to touch. close(): the handle is gone; the pool lets go of
+  // `holder` as soon as nothing is live.
+  void hold_while_live(std::weak_ptr<void> holder);
+  void close() noexcept;
 
   MemoryOwner* create_owner(const std::string& name, uint64_t quota);
   // Makes `owner` a scheduler task's: its eviction class and the request reserved for it.
@@ -286,10 +305,15 @@ class MemoryPool {
   void charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner);
   void uncharge(PoolBlock* b) noexcept;
   std::string holders_text();
+  void count_allocation() noexcept;
+  // The holder to let go of (after unlocking) when this was the last live allocation of a
+  // closed pool; nullptr otherwise.
+  [[nodiscard]] std::shared_ptr<void> uncount_allocation() noexcept;
+  void unbind_stream(cuda::CUstream stream) noexcept;
 
   std::string label_;
   std::unique_ptr<PoolBackend> backend_;
-  std::mutex mutex_;
+  SpinLock lock_;
   PoolStats stats_;
   uint64_t budget_ = 0;
   uint64_t free_seq_ = 0;
@@ -312,6 +336,11 @@ class MemoryPool {
   EvictRecord* lru_head_ = nullptr;                 // most recently used resident record
   EvictRecord* lru_tail_ = nullptr;
   std::vector<PoolBlock*> spare_blocks_;            // recycled PoolBlock structs
+  // hold_while_live: allocations live now, and the holder kept while there are any.
+  uint64_t live_allocations_ = 0;
+  std::weak_ptr<void> holder_source_;
+  std::shared_ptr<void> holder_;
+  bool closed_ = false;
 };
 
 }  // namespace gk

@@ -31,7 +31,7 @@ struct RuntimeConfig {
   static RuntimeConfig from_options(const gk_runtime_options* options);
 };
 
-class Runtime {
+class Runtime : public std::enable_shared_from_this<Runtime> {
  public:
   explicit Runtime(const RuntimeConfig& config);
   ~Runtime();
