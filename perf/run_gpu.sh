@@ -4,8 +4,9 @@
 # print a short table last. Results land in $OUT (the device tool's folder) and in
 # build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
 #
-#   perf/run_gpu.sh [build|test|bench|all|contention]     (default: all; contention: only
-#   the scheduler's benchmark, after a build)
+#   perf/run_gpu.sh [build|test|bench|all|contention|transfer-sweep]     (default: all;
+#   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
+#   copy path under several GPUKIT_TRANSFER_* settings)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (see perf/README.md) and are unpacked into a private prefix, never into /.
@@ -102,6 +103,18 @@ if [[ $STAGE == contention ]]; then
     > "$OUT/bench_contention.log" 2>&1
   note "bench_contention: exit $?"
   grep -E "^\| |^memory:|^request:" "$OUT/bench_contention.log" | tee -a "$SUMMARY"
+fi
+
+# The pageable transfer path's knobs (docs/memory.md, "Transfers"): pageable GB/s per
+# setting, to choose the defaults. TRANSFER_SWEEP: "threads,chunk_kib,chunks ..." settings.
+if [[ $STAGE == transfer-sweep ]]; then
+  for setting in ${TRANSFER_SWEEP:-4,8192,3 8,8192,3 12,8192,3 8,16384,3 8,16384,4 12,16384,4 16,32768,4}; do
+    IFS=, read -r threads kib chunks <<< "$setting"
+    GPUKIT_TRANSFER_HOST_THREADS=$threads GPUKIT_TRANSFER_CHUNK_KIB=$kib GPUKIT_TRANSFER_CHUNKS=$chunks \
+      $BUILD/bin/bench_transfer --sizes-mib 64,1024 --runs 5 > "$OUT/transfer_$setting.log" 2>&1
+    note "threads $threads, chunk $kib KiB x $chunks: $(grep -E '^[0-9]+ MiB +(H2D|D2H|both ways) pageable' \
+      "$OUT/transfer_$setting.log" | awk '{printf "%s %s %s %s; ", $1, $3, $(NF-2), $(NF-1)}')"
+  done
 fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
