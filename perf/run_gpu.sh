@@ -128,6 +128,28 @@ if [[ $STAGE == bench || $STAGE == all ]]; then
     $BUILD/bin/bench_pool > "$OUT/bench_pool.log" 2>&1
     note "bench_pool: exit $?"
   fi
+  # PyTorch's caching allocator on the same hot path, measured the same way: the PyTorch
+  # column of bench_pool's section 1. Built here, not by CMake (torch is no dependency).
+  if torch_build=$(python3 -c 'import os, torch
+assert torch.cuda.is_available(), "torch " + torch.__version__ + ": torch.cuda.is_available() is False"
+print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.dirname(torch.__file__))' \
+      2> "$OUT/bench_torch_alloc.log"); then
+    read -r torch_version torch_abi torch_dir <<< "$torch_build"
+    cuda_home=${CUDA_HOME:-/usr/local/cuda}
+    mkdir -p $BUILD/bin
+    if g++ -O2 -std=c++20 -D_GLIBCXX_USE_CXX11_ABI=$torch_abi -DGK_TORCH_VERSION="\"$torch_version\"" \
+        perf/memory/bench_torch_alloc.cpp -I"$torch_dir/include" -I"$cuda_home/include" \
+        -L"$torch_dir/lib" -L"$cuda_home/lib64" -lc10_cuda -lc10 -lcudart -pthread \
+        -Wl,-rpath,"$torch_dir/lib" -o $BUILD/bin/bench_torch_alloc >> "$OUT/bench_torch_alloc.log" 2>&1
+    then
+      $BUILD/bin/bench_torch_alloc --json "$OUT/torch_alloc.json" >> "$OUT/bench_torch_alloc.log" 2>&1
+      note "bench_torch_alloc: exit $? (torch $torch_version)"
+    else
+      note "bench_torch_alloc: build FAILED against torch $torch_version (bench_torch_alloc.log)"
+    fi
+  else
+    note "bench_torch_alloc: skipped, no torch with CUDA: $(tail -1 "$OUT/bench_torch_alloc.log")"
+  fi
   if [ -x $BUILD/bin/bench_transfer ]; then
     $BUILD/bin/bench_transfer > "$OUT/bench_transfer.log" 2>&1
     note "bench_transfer: exit $?"

@@ -12,7 +12,8 @@
 // Reports:
 //   1. alloc+free hot path through the C ABI, per pair: p50/p99 over batches of 64 pairs,
 //      for 256 B, 4 KiB, 1 MiB and 64 MiB, against cudaMalloc/cudaFree and
-//      cudaMallocAsync/cudaFreeAsync on a stream.
+//      cudaMallocAsync/cudaFreeAsync on a stream. PyTorch's caching allocator, measured the
+//      same way, is bench_torch_alloc.cpp (not built by CMake; perf/run_gpu.sh bench runs it).
 //   2. a replayed random trace (pool_trace.h: sizes log-uniform 256 B..256 MiB, 2 streams,
 //      frees on the other stream 20% of the time): peak live bytes vs peak reserved bytes,
 //      for the GPUkit pool and for the CUDA default mempool; and the replay's wall time.
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
 
   // ---- 1. hot path --------------------------------------------------------------------
   std::printf("\n1. alloc+free per pair (ns, p50 / p99 over batches of 64)\n");
+  if (cuda) std::printf("(PyTorch's caching allocator, same method: bench_torch_alloc.log)\n");
   std::printf("%-10s %22s %22s %22s\n", "size", "gk_buffer (C ABI)", "cudaMalloc/Free",
               "cudaMallocAsync/Free");
   for (uint64_t size : {uint64_t(256), uint64_t(4096), uint64_t(1) << 20, uint64_t(64) << 20}) {
