@@ -6,8 +6,17 @@
 // for outᵀ = op(b)ᵀ·op(a)ᵀ (outᵀ is column-major with ld = out's row stride), so a bias
 // over N is cuBLASLt's per-row bias; when out is column-contiguous (no bias) we ask for
 // out = op(a)·op(b) directly. Each operand becomes N or T from whichever of its strides
-// is 1. Descriptors and the heuristic's algorithm are cached per (device, shape, strides,
-// dtypes, epilogue, alignment) in a mutex-protected map. Workspace: one 32 MiB buffer per
+// is 1. Descriptors and the heuristic's candidates are cached per (device, shape, strides,
+// dtypes, epilogue, alignment) in a mutex-protected map.
+//
+// Choosing the algorithm: the heuristic's first pick is often not cuBLAS's fastest for the
+// shape (on the H100 it cost 3-7% on tf32 4096³/8192³ and some bf16/f16 LLM shapes, see
+// perf/results/). So a plan keeps up to kTuneCandidates of the heuristic's candidates, and
+// its first launch times each one on that call's operands (writing into scratch memory, not
+// the output), keeps the fastest, and says so in gk_op_explain. That first launch waits for
+// the GPU once; GPUKIT_CUBLASLT_TUNE=0 turns timing off (the heuristic's first is used), and
+// a launch into a capturing stream never times (it uses the first until an ordinary launch
+// has timed them). Workspace: one 32 MiB buffer per
 // (device, stream), taken from host->alloc on first use on that stream and kept until
 // shutdown (PyTorch keeps its cuBLAS workspace per (handle, stream) the same way); calls on
 // one stream are ordered, so they can share it.
@@ -15,7 +24,10 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -36,6 +48,8 @@ constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;  // NVIDIA's advice for Hop
 constexpr size_t kMaxCachedPlans = 1024;
 // Streams that get a cached workspace; calls on further streams allocate per call.
 constexpr size_t kMaxCachedWorkspaces = 16;
+constexpr int kTuneCandidates = 8;
+constexpr int kTuneRuns = 3;  // timed runs per candidate, after one warm-up
 
 // The cuBLASLt entry points we call, resolved from the dlopen'ed library.
 struct LtApi {
@@ -125,12 +139,21 @@ struct Mapping {
   cublasLtEpilogue_t epilogue;
 };
 
+// One of the heuristic's algorithms for a plan, and what it took when timed.
+struct Candidate {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+  float us = -1;  // mean µs per call at the first launch; -1: not timed or it failed
+};
+
 struct Plan {
   const LtApi* api = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layout[4] = {};  // A, B, C, D
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
+  std::vector<Candidate> candidates;      // the heuristic's order, best guess first
+  size_t chosen = 0;
+  bool timed = false;  // the candidates were timed (or timing is off or failed: see note)
+  std::string note;    // how the algorithm was chosen, for gk_op_explain
   std::mutex mu;  // the bias pointer is a descriptor attribute: one call at a time
   ~Plan() {
     if (desc) api->desc_destroy(desc);
@@ -155,6 +178,7 @@ struct State {
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
   std::mutex workspace_mu;
   std::vector<Workspace> workspaces;  // ≤ kMaxCachedWorkspaces
+  bool tune = true;  // GPUKIT_CUBLASLT_TUNE != "0"
 };
 
 std::string lt_error(const State* s, const char* what, cublasStatus_t st) {
@@ -309,19 +333,104 @@ std::unique_ptr<Plan> make_plan(State* s, const MatmulProblem& p, const Mapping&
   api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
   api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
   api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
   st = api.heuristic(s->handle, plan->desc, plan->layout[0], plan->layout[1], plan->layout[2],
-                     plan->layout[3], pref, 1, &result, &found);
+                     plan->layout[3], pref, s->tune ? kTuneCandidates : 1, results, &found);
   api.pref_destroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     *why = st != CUBLAS_STATUS_SUCCESS ? lt_error(s, "cublasLtMatmulAlgoGetHeuristic", st)
                                        : "cuBLASLt has no algorithm for this shape/epilogue";
     return nullptr;
   }
-  plan->algo = result.algo;
-  plan->workspace = result.workspaceSize;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      plan->candidates.push_back({results[i].algo, results[i].workspaceSize});
+  }
+  if (plan->candidates.empty()) {
+    *why = "cuBLASLt has no algorithm for this shape/epilogue";
+    return nullptr;
+  }
+  const std::string n = std::to_string(plan->candidates.size());
+  if (plan->candidates.size() == 1) {
+    plan->timed = true;
+    plan->note = s->tune ? "cuBLASLt: the heuristic's only algorithm"
+                         : "cuBLASLt: the heuristic's first algorithm (GPUKIT_CUBLASLT_TUNE=0)";
+  } else {
+    plan->note = "cuBLASLt: the heuristic's first of " + n +
+                 " algorithms until the first call times them all";
+  }
   return plan;
+}
+
+std::string microseconds(float us) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f µs", double(us));
+  return text;
+}
+
+// Times every candidate of `plan` on this call's operands, writing D into scratch memory
+// (C is only read), and keeps the fastest. Called with plan->mu held, at the plan's first
+// ordinary launch; blocks the host until the timed runs are done. On any failure the plan
+// keeps the heuristic's first and the note says why.
+void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping& m,
+                     int32_t device, cudaStream_t stream, const void* alpha, const void* beta,
+                     void* workspace, size_t workspace_bytes) {
+  const LtApi& api = s->api;
+  plan->timed = true;
+  const size_t osz = gk::matmul::dtype_bytes(p.out_dtype);
+  const int64_t batches = std::max<int64_t>(p.batch_count, 1);
+  const uint64_t elements =
+      uint64_t((batches - 1) * m.d_bs + (m.cols - 1) * m.ldd + m.rows);
+  void* scratch = nullptr;
+  if (s->host->alloc(s->host->host_context, device, elements * osz, stream, &scratch) != GK_OK) {
+    plan->note = "cuBLASLt: the heuristic's first algorithm (not timed: no scratch memory for " +
+                 std::to_string(elements * osz) + " bytes)";
+    return;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    plan->note = "cuBLASLt: the heuristic's first algorithm (not timed: cudaEventCreate failed)";
+  } else {
+    for (Candidate& c : plan->candidates) {
+      if (c.workspace > workspace_bytes) continue;
+      auto run = [&] {
+        return api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
+                          plan->layout[1], beta, p.c, plan->layout[2], scratch, plan->layout[3],
+                          &c.algo, workspace, c.workspace, stream);
+      };
+      if (run() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up, and a check that it runs
+      cudaEventRecord(start, stream);
+      bool ok = true;
+      for (int i = 0; i < kTuneRuns && ok; ++i) ok = run() == CUBLAS_STATUS_SUCCESS;
+      cudaEventRecord(stop, stream);
+      float ms = 0;
+      if (ok && cudaEventSynchronize(stop) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess) {
+        c.us = ms * 1000.0f / kTuneRuns;
+      }
+    }
+    size_t best = 0;
+    for (size_t i = 0; i < plan->candidates.size(); ++i) {
+      const float us = plan->candidates[i].us;
+      if (us >= 0 && (plan->candidates[best].us < 0 || us < plan->candidates[best].us)) best = i;
+    }
+    const float first = plan->candidates[0].us;
+    if (plan->candidates[best].us < 0) {
+      plan->note = "cuBLASLt: the heuristic's first algorithm (timing failed for every one)";
+    } else {
+      plan->chosen = best;
+      plan->note = "cuBLASLt: algorithm " + std::to_string(best + 1) + " of " +
+                   std::to_string(plan->candidates.size()) + " in the heuristic's order, " +
+                   microseconds(plan->candidates[best].us) + " per call when timed at the first call" +
+                   (best == 0 ? std::string(" (the heuristic's first was fastest)")
+                              : " (the heuristic's first: " +
+                                    (first < 0 ? std::string("failed") : microseconds(first)) + ")");
+    }
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  s->host->free(s->host->host_context, device, scratch, stream);
 }
 
 // The cached plan for this call, made on first use. Null with *why when refused.
@@ -419,6 +528,8 @@ gk_status plugin_init(const gk_host_services* host, void** state) {
       gk::matmul::report(host, why);
       return GK_UNAVAILABLE;
     }
+    const char* tune = std::getenv("GPUKIT_CUBLASLT_TUNE");
+    s->tune = !(tune && std::strcmp(tune, "0") == 0);
     const cublasStatus_t st = s->api.create(&s->handle);
     if (st != CUBLAS_STATUS_SUCCESS) {
       gk::matmul::report(host, lt_error(s.get(), "cublasLtCreate", st));
@@ -461,10 +572,13 @@ gk_status plugin_supports(void* state, const gk_kernel_args* args, char* reason,
                     map_call(p, &m, &why);
     if (ok && p.m > 0 && p.n > 0 && p.batch_count > 0) {
       // Only zero-size calls skip the heuristic (launch does nothing for them).
-      if (find_plan(s, dev.ordinal, p, m, &why) == nullptr) {
+      Plan* plan = find_plan(s, dev.ordinal, p, m, &why);
+      if (plan == nullptr) {
         gk::matmul::write_reason(reason, capacity, why);
         return GK_UNIMPLEMENTED;
       }
+      std::lock_guard<std::mutex> lock(plan->mu);
+      gk::matmul::write_reason(reason, capacity, plan->note);  // how it will be served
     }
     if (!ok) {
       gk::matmul::write_reason(reason, capacity, why);
@@ -504,13 +618,18 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
       gk::matmul::report(s->host, "matmul: " + why);
       return GK_INTERNAL;
     }
+    // The largest workspace any candidate may need (they may all be timed on this call).
+    size_t workspace_bytes = 0;
+    for (const Candidate& c : plan->candidates) workspace_bytes = std::max(workspace_bytes, c.workspace);
     void* workspace = nullptr;
     bool workspace_per_call = false;
-    if (plan->workspace > 0) {
+    if (workspace_bytes > 0) {
       workspace = cached_workspace(s, args->device, dev.ordinal, args->stream);
-      if (!workspace) {
+      if (workspace) {
+        workspace_bytes = kMaxWorkspaceBytes;
+      } else {
         const gk_status ast = s->host->alloc(s->host->host_context, args->device,
-                                             plan->workspace, args->stream, &workspace);
+                                             workspace_bytes, args->stream, &workspace);
         if (ast != GK_OK) return ast;  // the host has recorded why
         workspace_per_call = true;
       }
@@ -520,15 +639,22 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
     const bool f64 = p.in_dtype == GK_DTYPE_F64;
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
     const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+    const auto stream = static_cast<cudaStream_t>(args->stream);
     cublasStatus_t st;
     {
       std::lock_guard<std::mutex> lock(plan->mu);
       if (p.has_bias)
         s->api.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias));
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (!plan->timed && cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+          capture == cudaStreamCaptureStatusNone) {
+        time_candidates(s, plan, p, m, args->device, stream, alpha, beta, workspace,
+                        workspace_bytes);
+      }
+      const Candidate& c = plan->candidates[plan->chosen];
       st = s->api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
                          plan->layout[1], beta, p.c, plan->layout[2], p.c, plan->layout[3],
-                         &plan->algo, workspace, plan->workspace,
-                         static_cast<cudaStream_t>(args->stream));
+                         &c.algo, workspace, c.workspace, stream);
     }
     if (workspace_per_call)
       s->host->free(s->host->host_context, args->device, workspace, args->stream);

@@ -70,7 +70,10 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
         reason[sizeof(reason) - 1] = '\0';
         if (s == GK_OK) {
           c.accepted = true;
-          c.reason = decision.chosen ? "accepts, but a higher-priority plugin was chosen" : "chosen";
+          // An accepting plugin may say how it will serve the call (an algorithm it chose).
+          c.reason = decision.chosen ? "accepts, but a higher-priority plugin was chosen"
+                     : reason[0]     ? std::string("chosen: ") + reason
+                                     : "chosen";
           if (!decision.chosen) decision.chosen = r;
           // A call (not an explanation) reads only the choice: no candidate list to grow.
           if (!every_candidate) break;
