@@ -77,6 +77,10 @@ if [[ $STAGE == test || $STAGE == all ]]; then
     grep -E "^transfer stats" "$OUT/gpu_transfer_tests.log" | tee -a "$SUMMARY"
     note "gpu_transfer_tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_transfer_tests.log" | tr '\n' ' ')"
   fi
+  if [ -x $BUILD/bin/reductions_check ]; then
+    $BUILD/bin/reductions_check --no-perf > "$OUT/reductions_check.log" 2>&1
+    note "reductions_check: exit $?, $(grep -E '^checks:' "$OUT/reductions_check.log" | tail -1)"
+  fi
   if command -v compute-sanitizer > /dev/null; then
     # The deliberate petabyte allocation is left out: its refused cuMemAlloc is an API
     # error by design, which memcheck would report.
