@@ -5,10 +5,6 @@
 #include <cstring>
 #include <utility>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "common/environment.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -18,38 +14,6 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
-}
-
-// A host copy of staged bytes. Large ones store around the cache (non-temporal stores):
-// the destination is pinned staging that the copy engine reads next, or a large user
-// buffer, and an ordinary store first reads every line it writes (read-for-ownership),
-// a third more memory traffic on a copy that the host's memory bandwidth limits.
-void copy_bytes(char* dst, const char* src, uint64_t bytes) {
-#if defined(__SSE2__)
-  constexpr uint64_t kStreamingMin = uint64_t(256) << 10;
-  if (bytes >= kStreamingMin) {
-    const uint64_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    bytes -= head;
-    const uint64_t body = bytes & ~uint64_t(63);
-    for (uint64_t i = 0; i < body; i += 64) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-    }
-    std::memcpy(dst + body, src + body, bytes - body);
-    _mm_sfence();  // streamed stores are weakly ordered: visible before the copy is reported
-    return;
-  }
-#endif
-  std::memcpy(dst, src, bytes);
 }
 
 // A whole number from variable `name` within [lo, hi], or `fallback` when unset.
@@ -114,7 +78,7 @@ void HostCopyPool::run_pieces(Job& job) {
     uint32_t i = job.next.fetch_add(1, std::memory_order_relaxed);
     if (i >= job.pieces) return;
     uint64_t begin = uint64_t(i) * job.piece;
-    copy_bytes(job.dst + begin, job.src + begin, std::min(job.piece, job.bytes - begin));
+    std::memcpy(job.dst + begin, job.src + begin, std::min(job.piece, job.bytes - begin));
     job.done.fetch_add(1, std::memory_order_release);
   }
 }
@@ -154,7 +118,7 @@ void HostCopyPool::helper_loop() {
 void HostCopyPool::copy(void* dst, const void* src, uint64_t bytes) {
   uint64_t pieces = std::min<uint64_t>(uint64_t(threads_), bytes / kMinPieceBytes);
   if (pieces <= 1) {
-    copy_bytes(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+    std::memcpy(dst, src, bytes);
     return;
   }
   start_helpers();
