@@ -35,11 +35,15 @@
 #include <vector>
 
 #include "gpukit/gpukit.h"
+#include "pair_timing.h"
 #include "pool_trace.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using gk::perf::Clock;
+using gk::perf::per_pair_ns;
+using gk::perf::Percentiles;
+using gk::perf::seconds;
 
 #ifdef GK_BENCH_CUDART
 #define CUDA_OK(call)                                                                    \
@@ -62,28 +66,6 @@ using Clock = std::chrono::steady_clock;
       std::exit(1);                                                                          \
     }                                                                                        \
   } while (0)
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-struct Percentiles {
-  double p50, p99;
-};
-
-template <typename Fn>
-Percentiles per_pair_ns(Fn&& pair, int batches = 300, int per_batch = 64) {
-  for (int i = 0; i < 200; ++i) pair();  // warm: segments, events, module load
-  std::vector<double> ns;
-  for (int b = 0; b < batches; ++b) {
-    auto t0 = Clock::now();
-    for (int k = 0; k < per_batch; ++k) pair();
-    auto t1 = Clock::now();
-    ns.push_back(seconds(t0, t1) * 1e9 / per_batch);
-  }
-  std::sort(ns.begin(), ns.end());
-  return {ns[ns.size() / 2], ns[ns.size() * 99 / 100]};
-}
 
 gk_memory_stats stats(gk_runtime* rt, int32_t device) {
   gk_memory_stats s{};

@@ -33,40 +33,22 @@
 #include <thread>
 #include <vector>
 
+#include "pair_timing.h"
+
 #ifndef GK_TORCH_VERSION
 #define GK_TORCH_VERSION "unknown"
 #endif
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using gk::perf::Clock;
+using gk::perf::per_pair_ns;
+using gk::perf::Percentiles;
+using gk::perf::seconds;
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
 // bench_pool's section-1 sizes.
 constexpr uint64_t kSizes[] = {256, 4096, uint64_t(1) << 20, uint64_t(64) << 20};
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-struct Percentiles {
-  double p50, p99;
-};
-
-// The same helper as bench_pool.cpp's, so the two columns are measured alike.
-template <typename Fn>
-Percentiles per_pair_ns(Fn&& pair, int batches = 300, int per_batch = 64) {
-  for (int i = 0; i < 200; ++i) pair();  // warm: the first pair makes the segment
-  std::vector<double> ns;
-  for (int b = 0; b < batches; ++b) {
-    auto t0 = Clock::now();
-    for (int k = 0; k < per_batch; ++k) pair();
-    auto t1 = Clock::now();
-    ns.push_back(seconds(t0, t1) * 1e9 / per_batch);
-  }
-  std::sort(ns.begin(), ns.end());
-  return {ns[ns.size() / 2], ns[ns.size() * 99 / 100]};
-}
 
 // One caching-allocator alloc+free pair on `stream`, for the current device.
 Percentiles torch_pair(uint64_t size, cudaStream_t stream) {
