@@ -15,16 +15,6 @@ namespace {
 
 std::string last_error() { return gk_last_error(); }
 
-gk_tensor_desc f32_desc(int64_t rows, int64_t cols) {
-  gk_tensor_desc d{};
-  d.struct_size = sizeof(d);
-  d.dtype = GK_DTYPE_F32;
-  d.ndim = 2;
-  d.shape[0] = rows;
-  d.shape[1] = cols;
-  return d;
-}
-
 std::string chosen_reason(gk_runtime* rt, int32_t dev, const gk_tensor_desc* in,
                           const gk_tensor_desc* out, const gk_attr* attrs, int32_t num_attrs) {
   char* json = nullptr;
@@ -50,7 +40,8 @@ TEST(GpuCublasLt, the_first_call_times_candidates_without_touching_the_output_tw
   for (float& v : a) v = u(rng);
   for (float& v : b) v = u(rng);
   for (float& v : c) v = u(rng);
-  gk_tensor_desc da = f32_desc(M, K), db = f32_desc(K, N), dc = f32_desc(M, N);
+  gk_tensor_desc da = desc(GK_DTYPE_F32, {M, K}), db = desc(GK_DTYPE_F32, {K, N}),
+                 dc = desc(GK_DTYPE_F32, {M, N});
   gk_tensor *ta = nullptr, *tb = nullptr, *tc = nullptr;
   ASSERT_EQ(gk_tensor_create(rt.get(), dev, &da, nullptr, &ta), GK_OK) << last_error();
   ASSERT_EQ(gk_tensor_create(rt.get(), dev, &db, nullptr, &tb), GK_OK) << last_error();

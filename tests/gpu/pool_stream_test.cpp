@@ -249,15 +249,11 @@ TEST_F(GpuPoolStreams, memory_allocated_on_a_destroyed_stream_is_freed_safely_la
     args.flags = GK_BUFFER_EVICTABLE;
     gk_buffer* evictable = nullptr;
     ASSERT_EQ(gk_buffer_alloc(rt.get(), &args, &evictable), GK_OK);
-    gk_tensor_desc desc{};
-    desc.struct_size = sizeof(desc);
-    desc.dtype = GK_DTYPE_F32;
-    desc.ndim = 1;
-    desc.shape[0] = 1024;
+    const gk_tensor_desc d = desc(GK_DTYPE_F32, {1024});
     gk_tensor* tensor = nullptr;
-    ASSERT_EQ(gk_tensor_create(rt.get(), device, &desc, s, &tensor), GK_OK);
+    ASSERT_EQ(gk_tensor_create(rt.get(), device, &d, s, &tensor), GK_OK);
     gk_tensor* view = nullptr;
-    ASSERT_EQ(gk_tensor_from_buffer(buffer, 0, &desc, &view), GK_OK);
+    ASSERT_EQ(gk_tensor_from_buffer(buffer, 0, &d, &view), GK_OK);
     ASSERT_EQ(gk_stream_destroy(s), GK_OK);
     // New streams may now get the old handle.
     gk_stream* others[4] = {};
