@@ -168,8 +168,8 @@ bool dispatch_key(const OpSchema& schema, const Device& device,
         key.add(a.count);
         if (a.count > 0) key.add(a.value.ints, sizeof(int64_t) * size_t(a.count));
         break;
-      default:  // GK_ATTR_INT, GK_ATTR_FLOAT: the value's bits
-        key.add(a.value.i);
+      default:  // GK_ATTR_INT, GK_ATTR_FLOAT (and types the rules refuse): the value's bits
+        key.add(&a.value, sizeof(a.value));
     }
   }
   return !key.full();
