@@ -303,5 +303,108 @@ TEST(Dispatch, call_alloc_releases_its_outputs_when_no_plugin_accepts) {
   EXPECT_EQ(bytes_in_use(rt.get()), before);
 }
 
+// The dispatch cache (DispatchCache): a call seen before skips the op's rules and
+// supports(); anything that differs in the call is checked and decided again.
+gk_attr int_attr(const char* name, int64_t v) {
+  gk_attr a{};
+  a.name = name;
+  a.type = GK_ATTR_INT;
+  a.value.i = v;
+  return a;
+}
+
+gk_attr float_attr(const char* name, double v) {
+  gk_attr a{};
+  a.name = name;
+  a.type = GK_ATTR_FLOAT;
+  a.value.f = v;
+  return a;
+}
+
+TEST(DispatchCache, repeated_call_with_a_changed_attribute_value_uses_the_new_value) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr x = tensor_from(rt.get(), {1, 1}, {1, 2});
+  TensorPtr w = tensor_from(rt.get(), {1, 1}, {2});
+  TensorPtr y = make_tensor(rt.get(), GK_DTYPE_F32, {1, 2});
+  for (int round = 0; round < 2; ++round) {  // the second round is served by the cache
+    ASSERT_EQ(call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 0.0)}),
+              GK_OK)
+        << last_error();
+    EXPECT_EQ(read_f32(y.get(), 2), (std::vector<float>{1, 1}));
+    // x / sqrt(mean(x^2) + eps) = 1 / sqrt(1 + 3)
+    ASSERT_EQ(call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 3.0)}),
+              GK_OK)
+        << last_error();
+    EXPECT_EQ(read_f32(y.get(), 2), (std::vector<float>{0.5f, 0.5f}));
+  }
+}
+
+TEST(DispatchCache, repeated_call_with_a_refused_attribute_is_still_refused) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr x = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
+  TensorPtr y = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
+        << last_error();
+  }
+  // The same value as a float: the op wants an int.
+  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {float_attr("axis", -1.0)}),
+            GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("softmax: attribute 'axis' has type float; expected int"),
+            std::string::npos)
+      << last_error();
+  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", 2)}),
+            GK_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1), int_attr("dim", 1)}),
+      GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown attribute 'dim'"), std::string::npos) << last_error();
+  ASSERT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
+      << last_error();
+}
+
+TEST(DispatchCache, repeated_call_with_a_changed_shape_or_flag_is_checked_again) {
+  RuntimePtr rt = make_runtime(test_options());
+  TensorPtr a = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
+  TensorPtr b = tensor_from(rt.get(), {10, 20, 30}, {3});
+  float data[6] = {};
+  gk_tensor_desc d = desc(GK_DTYPE_F32, {2, 3});
+  gk_tensor* out = nullptr;
+  ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
+  TensorPtr writable(out);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {writable.get()}), GK_OK) << last_error();
+  }
+  EXPECT_EQ(read_f32(writable.get(), 6), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  // The same memory, read-only.
+  d.flags = GK_TENSOR_READ_ONLY;
+  ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
+  TensorPtr read_only(out);
+  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {read_only.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("read-only"), std::string::npos) << last_error();
+  // The same memory as [3, 2]: the output's shape no longer matches.
+  d = desc(GK_DTYPE_F32, {3, 2});
+  ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
+  TensorPtr reshaped(out);
+  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {reshaped.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("add: output 'out' has shape [3, 2]; expected [2, 3]"),
+            std::string::npos)
+      << last_error();
+  // A broadcast input that no longer broadcasts.
+  TensorPtr c = tensor_from(rt.get(), {1, 2}, {2});
+  EXPECT_EQ(call(rt.get(), "add", {a.get(), c.get()}, {writable.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("add: input 'b'"), std::string::npos) << last_error();
+}
+
+TEST(DispatchCache, repeated_call_on_a_new_runtime_decides_again) {
+  for (int round = 0; round < 2; ++round) {
+    RuntimePtr rt = make_runtime(test_options());
+    TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
+    TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2});
+    ASSERT_EQ(call(rt.get(), "neg", {a.get()}, {c.get()}), GK_OK) << last_error();
+    EXPECT_EQ(read_f32(c.get(), 2), (std::vector<float>{-1, -2}));
+  }
+}
+
 }  // namespace
 }  // namespace gk::test

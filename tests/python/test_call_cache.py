@@ -109,3 +109,43 @@ def test_from_dlpack_of_another_major_version_consumes_the_capsule_once():
     assert _capsule.name_of(cap) == b"used_dltensor_versioned"  # the library ran the deleter
     del cap  # so the capsule's destructor must not run it again
     np.testing.assert_array_equal(src.to_numpy(), [0, 1, 2])
+
+
+def test_attributes_encoded_once_still_follow_each_calls_values():
+    x = gpukit.asarray(np.ones((1, 2), np.float32), device="cpu")
+    w = gpukit.asarray(np.ones(2, np.float32), device="cpu")
+    out = gpukit.empty((1, 2), device="cpu")
+    attrs = {"eps": 3.0}
+    for _ in range(2):  # the second round reuses the encoded attributes
+        gpukit.call("rmsnorm", [x, w], attrs={"eps": 0.0}, out=[out])
+        np.testing.assert_allclose(out.to_numpy(), [[1, 1]])
+        attrs["eps"] = 3.0
+        gpukit.call("rmsnorm", [x, w], attrs=attrs, out=[out])
+        np.testing.assert_allclose(out.to_numpy(), [[0.5, 0.5]])
+        attrs["eps"] = 8.0  # the same dict, changed in place
+        gpukit.call("rmsnorm", [x, w], attrs=attrs, out=[out])
+        np.testing.assert_allclose(out.to_numpy(), [[1 / 3, 1 / 3]], rtol=1e-6)
+
+
+def test_attribute_keys_tell_types_apart_and_skip_what_they_cannot_name():
+    key = _array._attrs_key
+    assert len({key({"a": 1}), key({"a": 1.0}), key({"a": True})}) == 3
+    assert key({"a": 1, "b": 2}) != key({"b": 2, "a": 1})  # order is part of the encoding
+    assert key({"axes": [0, 1]}) is not None and key({"axes": [0, 1]}) != key({"axes": [1, 0]})
+    # 0.0 and -0.0 are equal but encode differently; NaN equals nothing; other types.
+    for attrs in ({"eps": 0.0}, {"eps": -0.0}, {"eps": float("nan")}, {"eps": np.float32(1)},
+                  {"axes": [1.5]}, {"axes": np.array([1])}, {"x": object()}):
+        assert key(attrs) is None
+    x = gpukit.asarray(np.arange(6, dtype=np.float32).reshape(2, 3), device="cpu")
+    out = gpukit.empty((2, 3), device="cpu")
+    for _ in range(2):
+        gpukit.call("softmax", [x], attrs={"axis": -1}, out=[out])
+    with pytest.raises(gpukit.InvalidArgument, match="'axis' has type float; expected int"):
+        gpukit.call("softmax", [x], attrs={"axis": -1.0}, out=[out])
+    s = gpukit.empty((3,), device="cpu")
+    for _ in range(2):
+        gpukit.call("sum", [x], attrs={"axes": [0]}, out=[s])
+        np.testing.assert_array_equal(s.to_numpy(), [3, 5, 7])
+    r = gpukit.empty((2,), device="cpu")
+    gpukit.call("sum", [x], attrs={"axes": [1]}, out=[r])
+    np.testing.assert_array_equal(r.to_numpy(), [3, 12])

@@ -7,9 +7,9 @@ QoS classes (gpukit.task), over the C ABI (cffi, ABI mode).
 from __future__ import annotations
 
 from . import errors
-from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfloat16, divide,
-                     empty, from_dlpack, from_numpy, full, matmul, max, mean, min, multiply,
-                     negative, ones, softmax, subtract, sum, zeros)
+from ._array import (DLDeviceType, GPUArray, _call, absolute, add, arange, asarray, bfloat16,
+                     divide, empty, from_dlpack, from_numpy, full, matmul, max, mean, min,
+                     multiply, negative, ones, softmax, subtract, sum, zeros)
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
 from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_device, devices,
                        explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)
@@ -25,9 +25,8 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     """Runs op `op` (docs/ops.md) once through the C ABI: the generic form behind every
     named function. `attrs` maps attribute names to values; `out` (an array or a list)
     receives the outputs, which are allocated when it is None."""
-    from ._array import _call
-
-    return _call(op, list(inputs), attrs, out, num_outputs, stream)
+    return _call(op, inputs if type(inputs) is list else list(inputs), attrs, out, num_outputs,
+                 stream)
 
 
 def library_version() -> str:

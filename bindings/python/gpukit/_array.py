@@ -235,19 +235,71 @@ def _output_descs(rt: Runtime, name: str, inputs, attrs, count: int = 1):
     return out
 
 
-class _Scratch:
-    """Per-thread C structures reused by _call: a gk_op_args, its tensor array and an array
-    for the outputs gk_op_call_alloc creates. Taken from the thread's slot for the duration
-    of one call (a re-entrant call on the same thread makes its own), so no two calls ever
-    share one."""
+# The attribute values whose encoding _attrs_key can name: hashable, and equal only where
+# they encode the same (the key holds each value's type too, so 1, 1.0 and True differ).
+_KEYED_ATTR_TYPES = frozenset((int, bool, float, str, type(None)))
 
-    __slots__ = ("args", "tensors", "outs")
+
+def _attrs_key(attrs: dict):
+    """A hashable key naming `attrs` exactly as _attrs would encode it (names, order, value
+    types and values), or None where no key can (then the call encodes them afresh):
+    other value types, or a float that equals another float it differs from (0.0 and
+    -0.0) or that equals nothing (NaN)."""
+    key = []
+    for name, value in attrs.items():
+        t = type(value)
+        if type(name) is not str:
+            return None
+        if t is float:
+            if value == 0.0 or value != value:
+                return None
+        elif t is list or t is tuple:
+            for v in value:
+                if type(v) is not int:
+                    return None
+            value = tuple(value)
+        elif t not in _KEYED_ATTR_TYPES:
+            return None
+        key += (name, t, value)
+    return tuple(key)
+
+
+class _Scratch:
+    """Per-thread C structures reused by _call: a tensor array, an array for the outputs
+    gk_op_call_alloc creates, and the gk_op_args over them for each (inputs, outputs,
+    attributes) combination seen, attributes encoded once. Taken from the thread's slot
+    for the duration of one call (a re-entrant call on the same thread makes its own), so
+    no two calls ever share one."""
+
+    __slots__ = ("tensors", "outs", "args")
     SIZE = 16  # tensor pointers (inputs + outputs) held; larger calls allocate their own
+    MAX_ARGS = 256  # cached gk_op_args; past that the cache starts again
 
     def __init__(self):
-        self.tensors = ffi.new(_T_GK_TENSOR_ARRAY, self.SIZE)
-        self.outs = ffi.new(_T_GK_TENSOR_ARRAY, self.SIZE)
-        self.args = ffi.new(_T_GK_OP_ARGS, [_SZ_GK_OP_ARGS, self.tensors])
+        self.tensors = _newp(_T_GK_TENSOR_ARRAY, self.SIZE)
+        self.outs = _newp(_T_GK_TENSOR_ARRAY, self.SIZE)
+        # (num_inputs, num_outputs, _attrs_key or None) -> (gk_op_args, what it points to).
+        # num_outputs is 0 for gk_op_call_alloc. A gk_op_args here is never written after
+        # it is made (a call with a stream sets and resets args.stream, within the call).
+        self.args = {}
+
+    def args_for(self, n: int, num_outputs: int, attrs, key):
+        """The gk_op_args for n inputs and num_outputs outputs in self.tensors (outputs
+        after inputs) and `attrs` (whose _attrs_key is `key`)."""
+        if attrs:
+            attr_arr, count, keep = _attrs(attrs)
+            keep = (attr_arr, keep)
+        else:
+            attr_arr, count, keep = _NULL, 0, None
+        tensors = self.tensors
+        args = _newp(_T_GK_OP_ARGS, [_SZ_GK_OP_ARGS, tensors, n,
+                                     tensors + n if num_outputs else _NULL, num_outputs,
+                                     attr_arr, count])
+        if key is not None or not attrs:
+            if len(self.args) >= self.MAX_ARGS:
+                self.args.clear()
+            self.args[(n, num_outputs, key)] = (args, keep)
+        return args, keep
 
 
 _tls = threading.local()
@@ -265,32 +317,39 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
             stream = None  # a task's stream serves the task's device only
     n = len(inputs)
     if out is not None:
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        # A list is used as given (read, never kept or changed).
+        outs = out if type(out) is list else \
+            list(out) if isinstance(out, (list, tuple)) else [out]
         num_outputs = len(outs)
+        k = n + num_outputs
+        call_outputs = num_outputs
+    else:
+        k = n
+        call_outputs = 0
+    key = _attrs_key(attrs) if attrs else None
     s = getattr(_tls, "scratch", None)
     if s is None:
         s = _Scratch()
     else:
         _tls.scratch = None
-    args = s.args
-    tensors = s.tensors
+    args = None
     try:
-        if n + num_outputs > _Scratch.SIZE:
-            tensors = ffi.new(_T_GK_TENSOR_ARRAY, n + num_outputs)
-            args.inputs = tensors
-        for i in range(n):
-            tensors[i] = inputs[i]._t
-        args.num_inputs = n
-        keep = None
-        if attrs:  # no attributes: attrs stays NULL, which gk_op_args allows for num_attrs 0
-            attr_arr, count, keep = _attrs(attrs)
-            args.attrs = attr_arr
-            args.num_attrs = count
+        if k > _Scratch.SIZE:
+            # Larger than the scratch array: structures of its own, for this call only.
+            args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
+        else:
+            tensors = s.tensors
+            cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs \
+                else None
+            args, keep = cached if cached is not None else s.args_for(n, call_outputs, attrs,
+                                                                     key)
+        for i, x in enumerate(inputs):
+            tensors[i] = x._t
         if stream is not None:  # else args.stream stays NULL
             args.stream = stream.ptr
         if out is None:
             created = s.outs if num_outputs <= _Scratch.SIZE else \
-                ffi.new(_T_GK_TENSOR_ARRAY, num_outputs)
+                _newp(_T_GK_TENSOR_ARRAY, num_outputs)
             status = lib.gk_op_call_alloc(rt._ptr, name.encode(), args, num_outputs, created,
                                           _NULL)
             if status != 0:
@@ -307,26 +366,17 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
                 result = tuple([GPUArray._wrap(rt, created[i], stream, device, lazy=True)
                                 for i in range(num_outputs)])
         else:
-            for i in range(num_outputs):
-                tensors[n + i] = outs[i]._t
-            args.outputs = tensors + n
-            args.num_outputs = num_outputs
+            for i, o in enumerate(outs, n):
+                tensors[i] = o._t
             status = lib.gk_op_call(rt._ptr, name.encode(), args)
-            args.outputs = _NULL
-            args.num_outputs = 0
             if status != 0:
                 check(status)
             for o in outs:
                 o._stream = stream
             result = outs[0] if num_outputs == 1 else tuple(outs)
     finally:
-        if attrs:
-            args.attrs = _NULL
-            args.num_attrs = 0
-        if stream is not None:
+        if stream is not None and args is not None:
             args.stream = _NULL
-        if tensors is not s.tensors:
-            args.inputs = s.tensors
         _tls.scratch = s
     return result
 

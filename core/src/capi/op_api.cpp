@@ -1,6 +1,8 @@
 // Ops: validation against the op's rules, dispatch to a plugin, explanation.
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <span>
 
@@ -50,12 +52,19 @@ struct KernelTensors {
 
 // A call's per-tensor arrays: on the stack up to kInline entries (every op in docs/ops.md
 // has fewer), on the heap past that, so a well-formed call allocates nothing for them.
+// The `size` entries in use start value-initialised (zero); the unused rest of the inline
+// storage is left as it is (a descriptor is 152 bytes: zeroing all eight on every call
+// showed in profiles).
 template <typename T>
 class CallArray {
  public:
   static constexpr size_t kInline = 8;
   explicit CallArray(size_t size) : size_(size) {
-    if (size > kInline) heap_.resize(size);
+    if (size > kInline) {
+      heap_.resize(size);
+    } else {
+      std::fill_n(inline_, size, T{});
+    }
   }
   T* data() { return size_ > kInline ? heap_.data() : inline_; }
   const T* data() const { return size_ > kInline ? heap_.data() : inline_; }
@@ -64,7 +73,7 @@ class CallArray {
   std::span<const T> span() const { return {data(), size_}; }
 
  private:
-  T inline_[kInline] = {};
+  T inline_[kInline];
   std::vector<T> heap_;
   size_t size_;
 };
@@ -110,13 +119,71 @@ void collect_tensors(const OpSchema& schema, gk_tensor* const* list, size_t coun
   }
 }
 
-// Dispatches a validated call to the plugin that accepts it and launches it on `stream`.
+// The DispatchCache key of a call whose tensors collect_tensors accepted: false when the
+// call is not to be cached (an evictable tensor, whose address can change when it is
+// restored; an attribute the op's rules will refuse; a key too long).
+bool dispatch_key(const OpSchema& schema, const Device& device,
+                  const CallArray<gk_tensor_desc>& input_descs,
+                  const CallArray<const gk_tensor*>& input_tensors,
+                  const CallArray<gk_tensor_desc>& output_descs,
+                  const CallArray<const gk_tensor*>& output_tensors, const gk_attr* attrs,
+                  int32_t num_attrs, DispatchCache::Key& key) {
+  key.add(&schema);
+  key.add(device.id);
+  key.add(input_descs.size());
+  key.add(output_descs.size());
+  auto add_tensors = [&](const CallArray<gk_tensor_desc>& descs,
+                         const CallArray<const gk_tensor*>& tensors) {
+    for (size_t i = 0; i < descs.size(); ++i) {
+      const gk_tensor_desc& d = descs.span()[i];
+      const gk_tensor& t = *tensors.span()[i];
+      if (t.allocation && t.allocation->evictable()) return false;
+      // A plugin may look at the data's alignment (cuBLASLt does, up to 256 bytes).
+      const auto address = reinterpret_cast<uintptr_t>(t.data);
+      const int32_t align_bits = address ? std::min(std::countr_zero(address), 8) : -1;
+      const int32_t head[4] = {d.dtype, d.ndim, int32_t(d.flags), align_bits};
+      key.add(head, sizeof(head));
+      if (d.ndim < 0 || d.ndim > GK_MAX_DIMS) return false;
+      key.add(d.shape, sizeof(int64_t) * size_t(d.ndim));
+      key.add(d.strides, sizeof(int64_t) * size_t(d.ndim));
+    }
+    return true;
+  };
+  if (!add_tensors(input_descs, input_tensors) || !add_tensors(output_descs, output_tensors)) {
+    return false;
+  }
+  key.add(num_attrs);
+  for (int32_t i = 0; i < num_attrs; ++i) {
+    const gk_attr& a = attrs[i];
+    if (!a.name) return false;
+    key.add(a.name, std::strlen(a.name) + 1);
+    key.add(a.type);
+    switch (a.type) {
+      case GK_ATTR_STRING:
+        if (!a.value.s) return false;
+        key.add(a.value.s, std::strlen(a.value.s) + 1);
+        break;
+      case GK_ATTR_INTS:
+        if (a.count < 0 || (a.count > 0 && !a.value.ints)) return false;
+        key.add(a.count);
+        if (a.count > 0) key.add(a.value.ints, sizeof(int64_t) * size_t(a.count));
+        break;
+      default:  // GK_ATTR_INT, GK_ATTR_FLOAT (and types the rules refuse): the value's bits
+        key.add(&a.value, sizeof(a.value));
+    }
+  }
+  return !key.full();
+}
+
+// Dispatches a validated call to the plugin that accepts it and launches it on `stream`:
+// `cached`, when the dispatch cache knows the call, else the plugin decide() picks, which
+// is then added to the cache under `key` (when the call has one).
 void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_stream& stream,
                const CallArray<gk_tensor_desc>& input_descs,
                const CallArray<const gk_tensor*>& input_tensors,
                const CallArray<gk_tensor_desc>& output_descs,
                const CallArray<const gk_tensor*>& output_tensors, const gk_attr* attrs,
-               int32_t num_attrs) {
+               int32_t num_attrs, const PluginRecord* cached, const DispatchCache::Key* key) {
   const size_t num_inputs = input_descs.size(), num_outputs = output_descs.size();
   // Evictable memory is restored and stays put until the launch is queued.
   TensorPins pins(stream.native);
@@ -134,9 +201,13 @@ void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_str
                        stream.native,          plugin_inputs.data(), int32_t(num_inputs),
                        plugin_outputs.data(),  int32_t(num_outputs), attrs,
                        num_attrs};
-  DispatchDecision decision = decide(rt.plugins(), device, kargs, false);
-  if (!decision.chosen) fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, device));
-  const PluginRecord& plugin = *decision.chosen;
+  if (!cached) {
+    DispatchDecision decision = decide(rt.plugins(), device, kargs, false);
+    if (!decision.chosen) fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, device));
+    cached = decision.chosen;
+    if (key) rt.dispatch_cache().add(*key, cached);
+  }
+  const PluginRecord& plugin = *cached;
   take_plugin_error();
   gk_status status = plugin.api->launch(plugin.state, &kargs);
   if (status != GK_OK) {
@@ -189,13 +260,20 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
                         input_tensors, device);
     gk::collect_tensors(schema, args->outputs, num_outputs, true, num_inputs > 0, output_descs,
                         output_tensors, device);
-    gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
-                                        args->attrs, args->num_attrs);
     if (!device) device = &rt.devices().at(0);
+    // A call seen before passed the op's rules then, and its plugin is known.
+    gk::DispatchCache::Key key;
+    const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
+                                          output_tensors, args->attrs, args->num_attrs, key);
+    const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
+    if (!cached) {
+      gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
+                                          args->attrs, args->num_attrs);
+    }
     gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
     gk::TaskLaunch task_launch(rt, stream);
     gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
-                  output_tensors, args->attrs, args->num_attrs);
+                  output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
     task_launch.launched();
   });
 }
@@ -346,8 +424,13 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
       output_descs[i] = d;
       output_tensors[i] = created.tensors[i];
     }
+    // The op's rules ran (infer); the cache spares decide() for a call seen before.
+    gk::DispatchCache::Key key;
+    const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
+                                          output_tensors, args->attrs, args->num_attrs, key);
+    const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
     gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
-                  output_tensors, args->attrs, args->num_attrs);
+                  output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
     task_launch.launched();
     for (size_t i = 0; i < inferred.size(); ++i) {
       if (desc_stride) {

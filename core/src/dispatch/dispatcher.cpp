@@ -88,4 +88,32 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
   return decision;
 }
 
+const PluginRecord* DispatchCache::find(const Key& key) const {
+  const std::string_view bytes = key.bytes();
+  const size_t hash = std::hash<std::string_view>{}(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [first, last] = entries_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.key == bytes) return it->second.plugin;
+  }
+  return nullptr;
+}
+
+void DispatchCache::add(const Key& key, const PluginRecord* plugin) {
+  const std::string_view bytes = key.bytes();
+  const size_t hash = std::hash<std::string_view>{}(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [first, last] = entries_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.key == bytes) return;  // another thread added it first
+  }
+  if (entries_.size() >= kMaxEntries) entries_.clear();
+  entries_.emplace(hash, Entry{std::string(bytes), plugin});
+}
+
+size_t DispatchCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
 }  // namespace gk

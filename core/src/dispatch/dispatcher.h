@@ -3,7 +3,13 @@
 // Every rejected candidate keeps its reason, for errors and for gk_explain.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gpukit/gpukit_plugin.h"
@@ -32,5 +38,54 @@ struct DispatchDecision {
 // declined before it (every one of them when none accepts, for refusal_text).
 DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
                         const gk_kernel_args& args, bool every_candidate);
+
+// The plugin a runtime chose for each call seen, so that the same call again skips the
+// op's rules and the plugins' supports(). Both decide on what a key holds (the op, the
+// device, each tensor's dtype, shape, strides, flags and data alignment, the attributes),
+// and a runtime's plugins and devices do not change once it is made, so an entry never
+// goes stale. Only calls that passed both are added. Any thread.
+class DispatchCache {
+ public:
+  // A call's key, built on the stack. Past kCapacity bytes it is marked full and the
+  // call is neither looked up nor added.
+  class Key {
+   public:
+    static constexpr size_t kCapacity = 1024;
+    void add(const void* data, size_t size) {
+      if (size > kCapacity - size_) {
+        full_ = true;
+        return;
+      }
+      std::memcpy(bytes_ + size_, data, size);
+      size_ += size;
+    }
+    template <typename T>
+    void add(const T& value) {
+      add(&value, sizeof(T));
+    }
+    bool full() const { return full_; }
+    std::string_view bytes() const { return {reinterpret_cast<const char*>(bytes_), size_}; }
+
+   private:
+    unsigned char bytes_[kCapacity];
+    size_t size_ = 0;
+    bool full_ = false;
+  };
+
+  static constexpr size_t kMaxEntries = 4096;  // past that the cache starts again
+
+  // The plugin chosen for `key` before, or nullptr.
+  const PluginRecord* find(const Key& key) const;
+  void add(const Key& key, const PluginRecord* plugin);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    const PluginRecord* plugin;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_multimap<size_t, Entry> entries_;  // by the hash of the key's bytes
+};
 
 }  // namespace gk

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "device/device.h"
+#include "dispatch/dispatcher.h"
 #include "memory/device_memory.h"
 #include "memory/host_memory.h"
 #include "memory/transfer_engine.h"
@@ -43,6 +44,8 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const DeviceSet& devices() const { return devices_; }
   const DeviceMemory& memory() const { return memory_; }
   const PluginRegistry& plugins() const { return *plugins_; }
+  // The plugins chosen for the calls seen so far (gk_op_call, gk_op_call_alloc).
+  DispatchCache& dispatch_cache() const { return dispatch_cache_; }
   Scheduler& scheduler() const { return *scheduler_; }
   // The transfer engine of a device: host <-> device copies (docs/memory.md, "Transfers").
   TransferEngine& transfers(const Device& device) const { return *transfers_[size_t(device.id)]; }
@@ -62,6 +65,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::vector<std::unique_ptr<TransferEngine>> transfers_;
   std::unique_ptr<HostMemory> host_memory_;
   std::vector<std::unique_ptr<gk_stream>> default_streams_;
+  mutable DispatchCache dispatch_cache_;     // points into plugins_
   std::unique_ptr<PluginRegistry> plugins_;  // last: unloaded first
 };
 
