@@ -143,6 +143,7 @@ MemoryPool::MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend)
     : label_(std::move(label)), backend_(std::move(backend)) {
   unowned_.name = "(no owner)";
   small_bins_.assign(size_t(size_class_count()), nullptr);
+  spare_nodes_.reserve(kSpareNodes);
   // The legacy default stream lives as long as the device's context, which outlives the
   // pool: frees there need no event at once.
   track_stream(nullptr);
@@ -376,8 +377,25 @@ PoolBlock* MemoryPool::try_small(int size_class, cuda::CUstream stream) {
 
 // ---- large blocks ----------------------------------------------------------------------
 
-std::set<PoolBlock*, MemoryPool::BySize>& MemoryPool::free_set(const PoolBlock* b) {
+MemoryPool::FreeSet& MemoryPool::free_set(const PoolBlock* b) {
   return b->segment->huge ? huge_free_ : medium_free_;
+}
+
+void MemoryPool::free_insert(PoolBlock* b) {
+  FreeSet& set = free_set(b);
+  if (spare_nodes_.empty()) {
+    set.insert(b);
+    return;
+  }
+  FreeSet::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = b;
+  set.insert(std::move(node));
+}
+
+void MemoryPool::free_erase(PoolBlock* b) noexcept {
+  FreeSet::node_type node = free_set(b).extract(b);
+  if (node && spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
 }
 
 PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
@@ -403,7 +421,7 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
   bool usable = chosen != nullptr;
   if (!chosen) chosen = pending;
   if (!chosen) return nullptr;
-  set.erase(chosen);
+  free_erase(chosen);
   // Ordered after the free before the split: the remainder keeps the same pending state.
   if (!usable) wait_for(chosen, stream);
   if (chosen->size - rounded >= kMinSplitRemainder) {
@@ -423,7 +441,7 @@ PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
     rest->free = true;
     chosen->size = rounded;
     chosen->event = nullptr;
-    set.insert(rest);
+    free_insert(rest);
   }
   take(chosen, stream);
   return chosen;
@@ -449,9 +467,8 @@ PoolBlock* MemoryPool::merge(PoolBlock* low, PoolBlock* high) {
   PoolStream* lazy = keep_state->lazy;
   uint64_t seq = keep_state->free_seq;
   keep_state->event = nullptr;
-  auto& set = free_set(low);
-  set.erase(low);
-  set.erase(high);
+  free_erase(low);
+  free_erase(high);
   low->size += high->size;
   low->next = high->next;
   if (high->next) high->next->prev = low;
@@ -495,7 +512,7 @@ bool MemoryPool::grow(uint64_t rounded, bool exact) {
     b->size = size;
     b->segment = s;
     s->first = b;
-    free_set(b).insert(b);
+    free_insert(b);
   }
   return true;
 }
@@ -539,7 +556,7 @@ bool MemoryPool::coalesce_settled() {
         continue;
       }
       merge(b, high);  // both ready now: they merge, b survives
-      free_set(b).insert(b);
+      free_insert(b);
       merged_any = true;
     }
   }
@@ -582,7 +599,7 @@ void MemoryPool::release_segment(PoolSegment* s) noexcept {
   } else {
     for (PoolBlock* b = s->first; b;) {
       PoolBlock* next = b->next;
-      free_set(b).erase(b);
+      free_erase(b);
       wait_settled(b);
       delete_block(b);
       b = next;
@@ -898,7 +915,7 @@ void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) no
   PoolBlock* merged = b;
   if (PoolBlock* m = merge(b->prev, merged)) merged = m;
   if (PoolBlock* m = merge(merged, merged->next)) merged = m;
-  free_set(merged).insert(merged);
+  free_insert(merged);
   if (!merged->prev) merged->segment->first = merged;
 }
 

@@ -282,7 +282,13 @@ class MemoryPool {
   void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
   void bin_push(PoolBlock* b);
   void bin_remove(PoolBlock* b);
-  std::set<PoolBlock*, BySize>& free_set(const PoolBlock* b);
+  using FreeSet = std::set<PoolBlock*, BySize>;
+  static constexpr size_t kSpareNodes = 64;
+  FreeSet& free_set(const PoolBlock* b);
+  // Free-set changes reuse the tree nodes of earlier erases (spare_nodes_), so a large
+  // allocation and its free make no heap allocation for them.
+  void free_insert(PoolBlock* b);
+  void free_erase(PoolBlock* b) noexcept;
   PoolBlock* merge(PoolBlock* low, PoolBlock* high);
   bool segment_idle(const PoolSegment* s) const;
   uint64_t release_free_segments() noexcept;
@@ -324,8 +330,9 @@ class MemoryPool {
   std::vector<std::unique_ptr<MemoryOwner>> owners_;
   MemoryOwner unowned_;
   std::vector<PoolSegment*> segments_;
-  std::set<PoolBlock*, BySize> medium_free_;        // free blocks of medium segments
-  std::set<PoolBlock*, BySize> huge_free_;          // free blocks of huge segments
+  FreeSet medium_free_;                             // free blocks of medium segments
+  FreeSet huge_free_;                               // free blocks of huge segments
+  std::vector<FreeSet::node_type> spare_nodes_;     // capacity kSpareNodes, reserved
   // Tracked streams by handle, and the last one looked up (frees come in runs on a stream).
   std::unordered_map<cuda::CUstream, std::unique_ptr<PoolStream>> streams_;
   PoolStream* last_stream_ = nullptr;
