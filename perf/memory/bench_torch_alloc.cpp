@@ -41,10 +41,8 @@
 
 namespace {
 
-using gk::perf::Clock;
 using gk::perf::per_pair_ns;
 using gk::perf::Percentiles;
-using gk::perf::seconds;
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
 // bench_pool's section-1 sizes.

@@ -20,9 +20,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
 
@@ -30,19 +28,7 @@ import numpy as np  # noqa: E402
 
 import gpukit  # noqa: E402
 from gpukit import ffi, lib  # noqa: E402
-
-
-def per_call_ns(fn, batch: int, repeats: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        for _ in range(batch):
-            fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter_ns() - t0) / batch)
-    return statistics.median(samples)
+from bench_dlpack import per_call_ns  # noqa: E402  (the same batching as the DLPack bench)
 
 
 def cases():
@@ -106,8 +92,8 @@ def main() -> int:
         ours()  # fails here, not inside the timing, if the call is refused
         raw = raw_call(op, inputs, outs, attrs)
         raw()
-        call_ns = per_call_ns(ours, a.batch, a.repeats)
-        capi_ns = per_call_ns(raw, a.batch, a.repeats)
+        call_ns = per_call_ns(ours, a.batch, a.repeats)["median_ns"]
+        capi_ns = per_call_ns(raw, a.batch, a.repeats)["median_ns"]
         rows.append({"case": label, "op": op, "attrs": attrs, "call_ns": call_ns,
                      "capi_ns": capi_ns, "python_ns": call_ns - capi_ns})
         print(f"{label:<22} {call_ns / 1e3:8.2f} {capi_ns / 1e3:8.2f} "
