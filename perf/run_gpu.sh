@@ -4,7 +4,8 @@
 # print a short table last. Results land in $OUT (the device tool's folder) and in
 # build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
 #
-#   perf/run_gpu.sh [build|test|bench|all|contention|transfer-sweep]     (default: all;
+#   perf/run_gpu.sh [build|test|bench|all|matmul|contention|transfer-sweep]  (default: all;
+#   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
 #   copy path under several GPUKIT_TRANSFER_* settings)
 #
@@ -65,6 +66,30 @@ if [[ $STAGE == build || $STAGE == all ]]; then
   cat "$OUT/explain_matmul.txt"
 fi
 
+# The matmul plugins one by one against a float64 reference (check), then side by side
+# with cublasGemmEx in one process (bench); tests/gpu/matmul/matmul_check.cu.
+matmul_plugins() {
+  local plugins=$BUILD/lib/gpukit/plugins p
+  [ -x $BUILD/bin/matmul_check ] || { note "matmul_check: not built"; return; }
+  if [[ $1 == check ]]; then
+    for p in cublaslt matmul_sm80 matmul_sm90; do
+      timeout 300 $BUILD/bin/matmul_check --no-bench $plugins/libgpukit_$p.so \
+        > "$OUT/matmul_check_$p.log" 2>&1
+      note "matmul_check $p: exit $?, $(grep -c ' ok' "$OUT/matmul_check_$p.log") ok, $(grep -c FAIL "$OUT/matmul_check_$p.log") FAIL, $(grep -c declined "$OUT/matmul_check_$p.log") declined"
+    done
+  else
+    timeout 300 $BUILD/bin/matmul_check --no-check $plugins/libgpukit_{matmul_sm90,cublaslt,matmul_sm80}.so \
+      > "$OUT/matmul_kernels.log" 2>&1
+    note "matmul_check bench: exit $?"
+    sed -n '/== benchmark/,$p' "$OUT/matmul_kernels.log" | tee -a "$SUMMARY"
+  fi
+}
+
+if [[ $STAGE == matmul ]]; then
+  matmul_plugins check
+  matmul_plugins bench
+fi
+
 if [[ $STAGE == test || $STAGE == all ]]; then
   ctest --test-dir $BUILD -L 'gpu|core|plugins|c_abi|loader' --output-on-failure -j 4 \
     > "$OUT/ctest.log" 2>&1
@@ -77,6 +102,7 @@ if [[ $STAGE == test || $STAGE == all ]]; then
     grep -E "^transfer stats" "$OUT/gpu_transfer_tests.log" | tee -a "$SUMMARY"
     note "gpu_transfer_tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_transfer_tests.log" | tr '\n' ' ')"
   fi
+  matmul_plugins check
   if [ -x $BUILD/bin/reductions_check ]; then
     $BUILD/bin/reductions_check --no-perf > "$OUT/reductions_check.log" 2>&1
     note "reductions_check: exit $?, $(grep -E '^checks:' "$OUT/reductions_check.log" | tail -1)"
@@ -159,8 +185,14 @@ print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.dirname(t
     note "bench_transfer: exit $?"
     grep -E "^(check |bench_transfer:)" "$OUT/bench_transfer.log" | tee -a "$SUMMARY"
   fi
+  matmul_plugins bench
   python3 perf/python/bench_dlpack.py "$OUT/dlpack.json" > "$OUT/bench_dlpack.log" 2>&1
   note "bench_dlpack: exit $?"
+  if [ -x $BUILD/bin/bench_capi_dlpack ]; then  # the C calls alone (issue: export+import <= 100 ns)
+    $BUILD/bin/bench_capi_dlpack --device cuda > "$OUT/bench_capi_dlpack.log" 2>&1
+    note "bench_capi_dlpack: exit $?"
+    grep -E "^C: " "$OUT/bench_capi_dlpack.log" | tee -a "$SUMMARY"
+  fi
   if [ -x $BUILD/bin/bench_contention ]; then
     $BUILD/bin/bench_contention --json "$OUT/contention.json" ${CONTENTION_ARGS:-} \
       > "$OUT/bench_contention.log" 2>&1

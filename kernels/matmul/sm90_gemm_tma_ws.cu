@@ -15,9 +15,9 @@ constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK;
 constexpr int kStages = Cfg::kStages;
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kChunk = 64;                       // MN extent of one swizzled box
-constexpr int kATileBytes = kBM * kBK * 2;       // 16 KB
-constexpr int kBTileBytes = kBN * kBK * 2;       // 32 KB
+constexpr int kChunk = 64;                  // MN extent of one swizzled box
+constexpr int kATileBytes = kBM * kBK * 2;  // 16 KB
+constexpr int kBTileBytes = kBN * kBK * 2;  // 32 KB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // + align slack
 static_assert(kBM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
@@ -104,50 +104,51 @@ __device__ __forceinline__ void tile_coords(const Sm90Params& p, int32_t tile, i
   *nt = (r % group_span) / group_rows;
 }
 
+// Thread t of a consumer warpgroup holds, for j in 0..31 and h in 0..1, the columns
+// 8j + 2(t%4) + {0, 1} of row 16(t/32) + (t%32)/4 + 8h: acc[4j + 2h + {0, 1}].
+//
+// Two paths, so that the code a tile runs stays small. A fully unrolled general epilogue
+// (beta, bias, three activations, edge and stride checks per element) was ~1 MB of SASS
+// per kernel, and every tile paid instruction-cache misses walking through it.
 template <typename T, typename OutT>
-__device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[128],
-                                              int32_t b, int64_t m0, int64_t n0) {
+__device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[128], int32_t b,
+                                              int64_t m0, int64_t n0) {
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   OutT* c = static_cast<OutT*>(p.c) + int64_t(b) * p.c_bs;
   const EpilogueParams& ep = p.ep;
-  const T* bias = static_cast<const T*>(ep.bias);
+  const int64_t row0 = m0 + warp * 16 + lane / 4;
+  const int64_t col0 = n0 + (lane % 4) * 2;
+  const bool plain = p.out_pairs && ep.beta == 0.0f && !ep.bias && ep.act == Activation::kNone &&
+                     m0 + 64 <= p.m && n0 + kBN <= p.n;
+  if (plain) {  // the common case: alpha only, whole tile in bounds, row-contiguous out
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = m0 + warp * 16 + lane / 4 + h * 8;
-    if (row >= p.m) continue;
-    OutT* crow = c + row * p.c_sm;
+    for (int h = 0; h < 2; ++h) {
+      OutT* dst = c + (row0 + h * 8) * p.c_sm + col0;
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int64_t col = n0 + j * 8 + (lane % 4) * 2;
-      if (col >= p.n) continue;
-      const bool pair = col + 1 < p.n;
-      float v0 = ep.alpha * acc[4 * j + 2 * h];
-      float v1 = ep.alpha * acc[4 * j + 2 * h + 1];
-      if (p.out_pairs && pair) {
-        OutT* dst = crow + col;
-        if (ep.beta != 0.0f) {
-          v0 += ep.beta * to_float(dst[0]);
-          v1 += ep.beta * to_float(dst[1]);
-        }
-        if (bias) {
-          v0 += to_float(bias[col * ep.bias_s]);
-          v1 += to_float(bias[(col + 1) * ep.bias_s]);
-        }
-        v0 = apply_activation(v0, ep.act, ep.gelu_tanh);
-        v1 = apply_activation(v1, ep.act, ep.gelu_tanh);
+      for (int j = 0; j < kBN / 8; ++j) {
+        const float v0 = ep.alpha * acc[4 * j + 2 * h], v1 = ep.alpha * acc[4 * j + 2 * h + 1];
         if constexpr (std::is_same_v<OutT, float>) {
-          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          *reinterpret_cast<float2*>(dst + j * 8) = make_float2(v0, v1);
         } else {
           OutT pr[2] = {from_float<OutT>(v0), from_float<OutT>(v1)};
-          *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t*>(pr);
+          *reinterpret_cast<uint32_t*>(dst + j * 8) = *reinterpret_cast<uint32_t*>(pr);
         }
-      } else {
-        store_epilogue<T, OutT>(ep, crow, col * p.c_sn, col, acc[4 * j + 2 * h]);
-        if (pair)
-          store_epilogue<T, OutT>(ep, crow, (col + 1) * p.c_sn, col + 1,
-                                  acc[4 * j + 2 * h + 1]);
       }
     }
+    return;
+  }
+  // Everything else, one element per iteration of a loop that is not unrolled. The copy
+  // keeps acc itself in registers (indexing it at run time would move it to local memory
+  // for the whole kernel).
+  float staged[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) staged[i] = acc[i];
+#pragma unroll 1
+  for (int i = 0; i < 128; ++i) {
+    const int64_t row = row0 + ((i / 2) % 2) * 8;
+    const int64_t col = col0 + (i / 4) * 8 + i % 2;
+    if (row < p.m && col < p.n)
+      store_epilogue<T, OutT>(ep, c + row * p.c_sm, col * p.c_sn, col, staged[i]);
   }
 }
 
@@ -240,8 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int kk = 0; kk < kBK / 16; ++kk) {
           const uint64_t da = smem_desc(a_tile + kk * kAStepBytes, kALbo, 1024);
           const uint64_t db = smem_desc(b_tile + kk * kBStepBytes, kBLbo, 1024);
-          wgmma_m64n256k16<kBf16, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db,
-                                                                      (kt | kk) != 0);
+          wgmma_m64n256k16<kBf16, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, (kt | kk) != 0);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         // Leave this k-tile's wgmmas running; once at most one group is pending, the
@@ -274,17 +274,16 @@ CUtensorMapDataType tma_dtype(int32_t dtype) {
 
 // One operand as a 3-D tensor map {contiguous dim, other dim, batch}. box_outer is the
 // tile's extent along the non-contiguous dim.
-CUresult encode_operand(TensorMapEncodeFn encode, CUtensorMap* map, int32_t dtype,
-                        const void* base, int64_t inner, int64_t outer, int64_t outer_stride,
-                        int64_t batch, int64_t batch_stride, uint32_t box_inner,
-                        uint32_t box_outer) {
+CUresult encode_operand(TensorMapEncodeFn encode, CUtensorMap* map, int32_t dtype, const void* base,
+                        int64_t inner, int64_t outer, int64_t outer_stride, int64_t batch,
+                        int64_t batch_stride, uint32_t box_inner, uint32_t box_outer) {
   // A fake, aligned address lets supports() ask the driver before any data exists.
   void* addr = base ? const_cast<void*>(base) : reinterpret_cast<void*>(uintptr_t(1) << 20);
   // A single row's stride is never used, but the driver still wants it 16-byte aligned.
   if (outer == 1) outer_stride = (inner + 7) / 8 * 8;
   const cuuint64_t dims[3] = {cuuint64_t(inner), cuuint64_t(outer), cuuint64_t(batch)};
-  const cuuint64_t bstride = batch > 1 ? cuuint64_t(batch_stride) * 2
-                                       : cuuint64_t(outer_stride) * 2 * cuuint64_t(outer);
+  const cuuint64_t bstride =
+      batch > 1 ? cuuint64_t(batch_stride) * 2 : cuuint64_t(outer_stride) * 2 * cuuint64_t(outer);
   const cuuint64_t strides[2] = {cuuint64_t(outer_stride) * 2, bstride};
   const cuuint32_t box[3] = {box_inner, box_outer, 1};
   const cuuint32_t estr[3] = {1, 1, 1};
@@ -329,8 +328,8 @@ bool check_operand(const char* name, const void* base, int64_t rows, int64_t k, 
   return true;
 }
 
-bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* ma,
-                CUtensorMap* mb, Layout* la, Layout* lb, std::string* why) {
+bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* ma, CUtensorMap* mb,
+                Layout* la, Layout* lb, std::string* why) {
   if (!check_operand("a", p.a, p.m, p.k, p.a_sm, p.a_sk, p.batch.ndim, p.batch.a_stride[0], la,
                      why) ||
       !check_operand("b", p.b, p.n, p.k, p.b_sn, p.b_sk, p.batch.ndim, p.batch.b_stride[0], lb,
@@ -363,8 +362,8 @@ bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* m
 }
 
 template <typename T, bool kAK, bool kBK>
-cudaError_t launch(const CUtensorMap& ma, const CUtensorMap& mb, const Sm90Params& prm,
-                   int grid, cudaStream_t stream) {
+cudaError_t launch(const CUtensorMap& ma, const CUtensorMap& mb, const Sm90Params& prm, int grid,
+                   cudaStream_t stream) {
   auto kernel = sm90_gemm_kernel<T, kAK, kBK>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
@@ -385,8 +384,7 @@ cudaError_t dispatch_layout(const CUtensorMap& ma, const CUtensorMap& mb, const 
 
 }  // namespace
 
-bool sm90_gemm_can_implement(const MatmulProblem& p, TensorMapEncodeFn encode,
-                             std::string* why) {
+bool sm90_gemm_can_implement(const MatmulProblem& p, TensorMapEncodeFn encode, std::string* why) {
   if (p.in_dtype != GK_DTYPE_BF16 && p.in_dtype != GK_DTYPE_F16) {
     *why = "matmul_sm90 serves bf16 and f16 inputs (f32 falls through to cublaslt/sm80)";
     return false;
