@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include "matmul_epilogue.cuh"
 #include "sm90_tuning.h"
 
@@ -19,7 +22,14 @@ constexpr int kChunk = 64;                  // MN extent of one swizzled box
 constexpr int kATileBytes = kBM * kBK * 2;  // 16 KB
 constexpr int kBTileBytes = kBN * kBK * 2;  // 32 KB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
-constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // + align slack
+// Epilogue staging, per consumer warpgroup: 64 rows of 128 bytes of out, each row padded
+// (epilogue_staged) so that the accumulator fragments' writes hit distinct banks.
+constexpr int kEpiRowBytes = 128;
+constexpr int kEpiBytes = 64 * (kEpiRowBytes + 32);
+constexpr int kBarrierBytes = 2 * kStages * 8;
+constexpr int kSmemBytes =
+    kStages * kStageBytes + kBarrierBytes + kConsumers * kEpiBytes + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB a CTA may have on sm_90");
 static_assert(kBM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
 
 struct Sm90Params {
@@ -27,8 +37,10 @@ struct Sm90Params {
   int64_t m, n;
   int64_t c_sm, c_sn, c_bs;
   int32_t k_tiles, m_tiles, n_tiles, batch_count;
+  int32_t m_units;  // ⌈m_tiles / cluster size⌉: a cluster's CTAs take adjacent M-tiles
   int32_t a_batched, b_batched;
   int32_t out_f32, out_pairs;  // pairs: two adjacent columns per store
+  int32_t out_vec16;           // rows of out (and its batch stride) 16-byte aligned
   EpilogueParams ep;
 };
 
@@ -70,12 +82,51 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Arrives on the barrier at the same offset in the shared memory of cluster CTA `rank`.
+// CTA-scope release is enough: what it orders is this warpgroup's own wgmma reads of its
+// own shared memory, finished (wgmma.wait_group) before the arrival. A cluster-scope
+// release would add a GPU-wide memory barrier per k-tile.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(rank)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA in the cluster; release/acquire orders the mbarrier inits
+// before remote use, and the last TMA and remote arrivals before a CTA exits.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int32_t c0,
                                             int32_t c1, int32_t c2, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// The same box, written at this offset into the shared memory of every CTA in `mask`,
+// each signalling its own barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_3d_multicast(void* dst, const CUtensorMap* map, int32_t c0,
+                                                      int32_t c1, int32_t c2, uint64_t* bar,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask)
       : "memory");
 }
 
@@ -92,15 +143,19 @@ __device__ __forceinline__ void acc_fence(float (&acc)[128]) {
   for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
-__device__ __forceinline__ void tile_coords(const Sm90Params& p, int32_t tile, int32_t* b,
-                                            int32_t* mt, int32_t* nt) {
-  const int32_t per_batch = p.m_tiles * p.n_tiles;
-  *b = tile / per_batch;
-  const int32_t r = tile % per_batch;
-  const int32_t group_span = Cfg::kGroupM * p.n_tiles;
-  const int32_t first_m = (r / group_span) * Cfg::kGroupM;
-  const int32_t group_rows = min(p.m_tiles - first_m, Cfg::kGroupM);
-  *mt = first_m + (r % group_span) % group_rows;
+// Work unit u is kCluster vertically adjacent tiles, one per CTA of a cluster (they share
+// the B tile). Units walk kGroupM M-tiles down before moving right, for L2 reuse.
+template <int kCluster>
+__device__ __forceinline__ void unit_coords(const Sm90Params& p, int32_t unit, uint32_t rank,
+                                            int32_t* b, int32_t* mt, int32_t* nt) {
+  constexpr int32_t kGroup = Cfg::kGroupM / kCluster;
+  const int32_t per_batch = p.m_units * p.n_tiles;
+  *b = unit / per_batch;
+  const int32_t r = unit % per_batch;
+  const int32_t group_span = kGroup * p.n_tiles;
+  const int32_t first = (r / group_span) * kGroup;
+  const int32_t group_rows = min(p.m_units - first, kGroup);
+  *mt = (first + (r % group_span) % group_rows) * kCluster + int32_t(rank);
   *nt = (r % group_span) / group_rows;
 }
 
@@ -110,9 +165,61 @@ __device__ __forceinline__ void tile_coords(const Sm90Params& p, int32_t tile, i
 // Two paths, so that the code a tile runs stays small. A fully unrolled general epilogue
 // (beta, bias, three activations, edge and stride checks per element) was ~1 MB of SASS
 // per kernel, and every tile paid instruction-cache misses walking through it.
+__device__ __forceinline__ void warpgroup_sync(int cw) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");  // id 0 is __syncthreads
+}
+
+// The whole 64×256 tile of one warpgroup, alpha only, out row-contiguous and 16-byte
+// aligned: fragments go to shared memory one 128-byte column band at a time and leave as
+// 16-byte stores, eight lanes per row, so each store instruction writes whole lines
+// (the fragments alone would write 16-byte pieces of 8 rows per instruction).
+template <typename OutT>
+__device__ __forceinline__ void epilogue_staged(const Sm90Params& p, float (&acc)[128], OutT* c,
+                                                int64_t m0, int64_t n0, unsigned char* buf,
+                                                int cw) {
+  constexpr int kCols = kEpiRowBytes / int(sizeof(OutT));  // per band: 64 bf16/f16, 32 f32
+  // Row r starts 4r (2-byte out: 4 lanes × 4 B per row) or 8r (f32: 4 lanes × 8 B, a
+  // half-warp at a time) banks further on, so 8 (4) rows of fragments never share a bank.
+  constexpr int kStride = kEpiRowBytes + 8 * int(sizeof(OutT));
+  static_assert(64 * kStride <= kEpiBytes, "staging rows do not fit");
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const int frag_row = warp * 16 + lane / 4, frag_col = (lane % 4) * 2;
+#pragma unroll
+  for (int band = 0; band < kBN / kCols; ++band) {
+#pragma unroll
+    for (int jj = 0; jj < kCols / 8; ++jj) {
+      const int j = band * (kCols / 8) + jj;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v0 = p.ep.alpha * acc[4 * j + 2 * h];
+        const float v1 = p.ep.alpha * acc[4 * j + 2 * h + 1];
+        unsigned char* dst =
+            buf + (frag_row + 8 * h) * kStride + (jj * 8 + frag_col) * int(sizeof(OutT));
+        if constexpr (std::is_same_v<OutT, float>) {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        } else {
+          OutT pr[2] = {from_float<OutT>(v0), from_float<OutT>(v1)};
+          *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<uint32_t*>(pr);
+        }
+      }
+    }
+    warpgroup_sync(cw);
+    constexpr int kChunksPerRow = kEpiRowBytes / 16;
+#pragma unroll
+    for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+      const int chunk = tid + i * 128, row = chunk / kChunksPerRow, part = chunk % kChunksPerRow;
+      const uint4 v = *reinterpret_cast<const uint4*>(buf + row * kStride + part * 16);
+      OutT* g = c + (m0 + row) * p.c_sm + n0 + band * kCols + part * (16 / int(sizeof(OutT)));
+      *reinterpret_cast<uint4*>(g) = v;
+    }
+    warpgroup_sync(cw);  // the band is read before the next one overwrites it
+  }
+}
+
 template <typename T, typename OutT>
 __device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[128], int32_t b,
-                                              int64_t m0, int64_t n0) {
+                                              int64_t m0, int64_t n0, unsigned char* staging,
+                                              int cw) {
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   OutT* c = static_cast<OutT*>(p.c) + int64_t(b) * p.c_bs;
   const EpilogueParams& ep = p.ep;
@@ -120,6 +227,10 @@ __device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[
   const int64_t col0 = n0 + (lane % 4) * 2;
   const bool plain = p.out_pairs && ep.beta == 0.0f && !ep.bias && ep.act == Activation::kNone &&
                      m0 + 64 <= p.m && n0 + kBN <= p.n;
+  if (plain && p.out_vec16) {
+    epilogue_staged<OutT>(p, acc, c, m0, n0, staging, cw);
+    return;
+  }
   if (plain) {  // the common case: alpha only, whole tile in bounds, row-contiguous out
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -152,7 +263,7 @@ __device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[
   }
 }
 
-template <typename T, bool kAKMajor, bool kBKMajor>
+template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b, const Sm90Params p) {
@@ -165,27 +276,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sb = smem + kStages * kATileBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
+  unsigned char* epi = smem + kStages * kStageBytes + kBarrierBytes;
 
   const int wg = threadIdx.x / 128;
+  // A stage is refilled once the consumers of every CTA in the cluster are done with it:
+  // this CTA's producer writes its half of B into all of them.
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers);
+      mbar_init(&empty[s], kConsumers * kCluster);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (kCluster > 1)
+    cluster_sync();
+  else
+    __syncthreads();
 
-  const int32_t total = p.batch_count * p.m_tiles * p.n_tiles;
+  const uint32_t rank = kCluster > 1 ? cluster_rank() : 0;
+  const int32_t first_unit = blockIdx.x / kCluster, unit_step = gridDim.x / kCluster;
+  const int32_t units = p.batch_count * p.m_units * p.n_tiles;
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int32_t tile = blockIdx.x; tile < total; tile += gridDim.x) {
+      for (int32_t unit = first_unit; unit < units; unit += unit_step) {
         int32_t b, mt, nt;
-        tile_coords(p, tile, &b, &mt, &nt);
+        unit_coords<kCluster>(p, unit, rank, &b, &mt, &nt);
         const int32_t ab = p.a_batched ? b : 0, bb = p.b_batched ? b : 0;
         for (int32_t kt = 0; kt < p.k_tiles; ++kt) {
           mbar_wait(&empty[stage], phase ^ 1);
@@ -201,13 +320,27 @@ __global__ void __launch_bounds__(kThreads, 1)
               tma_load_3d(a_dst + ch * kChunk * kBK * 2, &map_a, mt * kBM + ch * kChunk, k0, ab,
                           &full[stage]);
           }
+          // B: this CTA's 1/kCluster of the tile, into every CTA of the cluster.
+          constexpr int kBPart = kBN / kCluster;
+          unsigned char* part_dst = b_dst + rank * kBPart * kBK * 2;
+          const int32_t part_n = nt * kBN + int32_t(rank) * kBPart;
           if constexpr (kBKMajor) {
-            tma_load_3d(b_dst, &map_b, k0, nt * kBN, bb, &full[stage]);
+            if constexpr (kCluster > 1)
+              tma_load_3d_multicast(part_dst, &map_b, k0, part_n, bb, &full[stage],
+                                    (1u << kCluster) - 1);
+            else
+              tma_load_3d(part_dst, &map_b, k0, part_n, bb, &full[stage]);
           } else {
 #pragma unroll
-            for (int ch = 0; ch < kBN / kChunk; ++ch)
-              tma_load_3d(b_dst + ch * kChunk * kBK * 2, &map_b, nt * kBN + ch * kChunk, k0, bb,
-                          &full[stage]);
+            for (int ch = 0; ch < kBPart / kChunk; ++ch) {
+              if constexpr (kCluster > 1)
+                tma_load_3d_multicast(part_dst + ch * kChunk * kBK * 2, &map_b,
+                                      part_n + ch * kChunk, k0, bb, &full[stage],
+                                      (1u << kCluster) - 1);
+              else
+                tma_load_3d(part_dst + ch * kChunk * kBK * 2, &map_b, part_n + ch * kChunk, k0, bb,
+                            &full[stage]);
+            }
           }
           if (++stage == kStages) {
             stage = 0;
@@ -229,9 +362,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[128];
     int stage = 0, prev_stage = 0;
     uint32_t phase = 0;
-    for (int32_t tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    // A stage goes back to the producers of every CTA in the cluster.
+    auto release = [&](int s) {
+      if (threadIdx.x % 128 != 0) return;
+      if constexpr (kCluster > 1) {
+#pragma unroll
+        for (uint32_t r = 0; r < kCluster; ++r) mbar_arrive_cluster(&empty[s], r);
+      } else {
+        mbar_arrive(&empty[s]);
+      }
+    };
+    for (int32_t unit = first_unit; unit < units; unit += unit_step) {
       int32_t b, mt, nt;
-      tile_coords(p, tile, &b, &mt, &nt);
+      unit_coords<kCluster>(p, unit, rank, &b, &mt, &nt);
       for (int32_t kt = 0; kt < p.k_tiles; ++kt) {
         mbar_wait(&full[stage], phase);
         const unsigned char* a_tile = sa + stage * kATileBytes + a_rows_off;
@@ -247,7 +390,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Leave this k-tile's wgmmas running; once at most one group is pending, the
         // previous k-tile's stage has been read and goes back to the producer.
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kt > 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[prev_stage]);
+        if (kt > 0) release(prev_stage);
         prev_stage = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -256,14 +399,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
       acc_fence(acc);
-      if (threadIdx.x % 128 == 0) mbar_arrive(&empty[prev_stage]);
+      release(prev_stage);
       const int64_t m0 = int64_t(mt) * kBM + cw * 64, n0 = int64_t(nt) * kBN;
+      if (m0 >= p.m) continue;  // the padding tile of a cluster when M-tiles are odd
       if (p.out_f32)
-        epilogue_tile<T, float>(p, acc, b, m0, n0);
+        epilogue_tile<T, float>(p, acc, b, m0, n0, epi + cw * kEpiBytes, cw);
       else
-        epilogue_tile<T, T>(p, acc, b, m0, n0);
+        epilogue_tile<T, T>(p, acc, b, m0, n0, epi + cw * kEpiBytes, cw);
     }
   }
+  // The other CTA may still multicast into this one's shared memory or arrive on its
+  // barriers until it is done; neither may outlive this CTA.
+  if constexpr (kCluster > 1) cluster_sync();
 #endif
 }
 
@@ -328,6 +475,12 @@ bool check_operand(const char* name, const void* base, int64_t rows, int64_t k, 
   return true;
 }
 
+// CTAs per cluster: two CTAs on adjacent M-tiles share each B tile through TMA multicast,
+// which cuts the L2 -> SM traffic per CTA by a third; with one M-tile there is no pair.
+int cluster_size(const MatmulProblem& p) {
+  return (p.m + kBM - 1) / kBM >= 2 ? Cfg::kClusterM : 1;
+}
+
 bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* ma, CUtensorMap* mb,
                 Layout* la, Layout* lb, std::string* why) {
   if (!check_operand("a", p.a, p.m, p.k, p.a_sm, p.a_sk, p.batch.ndim, p.batch.a_stride[0], la,
@@ -350,7 +503,7 @@ bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* m
   }
   if (lb->k_major)
     r = encode_operand(encode, mb, p.in_dtype, p.b, p.k, p.n, p.b_sn, lb->batched ? nb : 1,
-                       p.batch.b_stride[0], kBK, kBN);
+                       p.batch.b_stride[0], kBK, kBN / cluster_size(p));
   else
     r = encode_operand(encode, mb, p.in_dtype, p.b, p.n, p.k, p.b_sk, lb->batched ? nb : 1,
                        p.batch.b_stride[0], kChunk, kBK);
@@ -361,25 +514,58 @@ bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* m
   return true;
 }
 
-template <typename T, bool kAK, bool kBK>
-cudaError_t launch(const CUtensorMap& ma, const CUtensorMap& mb, const Sm90Params& prm, int grid,
-                   cudaStream_t stream) {
-  auto kernel = sm90_gemm_kernel<T, kAK, kBK>;
+// How many clusters of the kernel fit on the current device at once (a GPC's SM count
+// need not be even, so it can be fewer than SMs / 2). Asked once per device.
+template <typename Kernel>
+int max_active_clusters(Kernel kernel, int cluster, int sm_count, const cudaLaunchConfig_t& cfg) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= kMaxDevices) device = -1;
+  if (device >= 0 && known[device].load(std::memory_order_relaxed) > 0)
+    return known[device].load(std::memory_order_relaxed);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters <= 0) {
+    (void)cudaGetLastError();  // leave no error behind for the launch to report
+    clusters = sm_count / cluster;
+  }
+  if (device >= 0) known[device].store(clusters, std::memory_order_relaxed);
+  return clusters;
+}
+
+// Persistent CTAs: one per SM (one cluster per kCluster SMs), at most one per work unit.
+template <typename T, bool kAK, bool kBK, int kCluster>
+cudaError_t launch(const CUtensorMap& ma, const CUtensorMap& mb, const Sm90Params& prm,
+                   int sm_count, cudaStream_t stream) {
+  auto kernel = sm90_gemm_kernel<T, kAK, kBK, kCluster>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(ma, mb, prm);
-  return cudaGetLastError();
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kCluster;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kCluster);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const int64_t units = int64_t(prm.batch_count) * prm.m_units * prm.n_tiles;
+  const int fit = kCluster > 1 ? max_active_clusters(kernel, kCluster, sm_count, cfg) : sm_count;
+  cfg.gridDim = dim3(unsigned(std::min<int64_t>(units, fit) * kCluster));
+  return cudaLaunchKernelEx(&cfg, kernel, ma, mb, prm);
 }
 
-template <typename T>
+template <typename T, int kCluster>
 cudaError_t dispatch_layout(const CUtensorMap& ma, const CUtensorMap& mb, const Sm90Params& prm,
-                            bool ak, bool bk, int grid, cudaStream_t stream) {
+                            bool ak, bool bk, int sm_count, cudaStream_t stream) {
   if (ak)
-    return bk ? launch<T, true, true>(ma, mb, prm, grid, stream)
-              : launch<T, true, false>(ma, mb, prm, grid, stream);
-  return bk ? launch<T, false, true>(ma, mb, prm, grid, stream)
-            : launch<T, false, false>(ma, mb, prm, grid, stream);
+    return bk ? launch<T, true, true, kCluster>(ma, mb, prm, sm_count, stream)
+              : launch<T, true, false, kCluster>(ma, mb, prm, sm_count, stream);
+  return bk ? launch<T, false, true, kCluster>(ma, mb, prm, sm_count, stream)
+            : launch<T, false, false, kCluster>(ma, mb, prm, sm_count, stream);
 }
 
 }  // namespace
@@ -432,18 +618,24 @@ cudaError_t sm90_gemm_run(const MatmulProblem& p, TensorMapEncodeFn encode, int 
   prm.m_tiles = int32_t((p.m + kBM - 1) / kBM);
   prm.n_tiles = int32_t((p.n + kBN - 1) / kBN);
   prm.batch_count = int32_t(p.batch_count);
+  const int cluster = cluster_size(p);
+  prm.m_units = (prm.m_tiles + cluster - 1) / cluster;
   prm.a_batched = la.batched;
   prm.b_batched = lb.batched;
   prm.out_f32 = p.out_dtype == GK_DTYPE_F32;
   const size_t out_bytes = dtype_bytes(p.out_dtype);
   prm.out_pairs = p.c_sn == 1 && p.c_sm % 2 == 0 && prm.c_bs % 2 == 0 &&
                   reinterpret_cast<uintptr_t>(p.c) % (2 * out_bytes) == 0;
+  prm.out_vec16 = p.c_sn == 1 && (p.c_sm * out_bytes) % 16 == 0 &&
+                  (prm.c_bs * out_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
   prm.ep = make_epilogue_params(p);
-  const int64_t tiles = int64_t(prm.batch_count) * prm.m_tiles * prm.n_tiles;
-  const int grid = int(tiles < sm_count ? tiles : sm_count);
+  static_assert(Cfg::kClusterM == 2, "one clustered and one single-CTA instantiation");
+  const bool ak = la.k_major, bk = lb.k_major;
   if (p.in_dtype == GK_DTYPE_BF16)
-    return dispatch_layout<__nv_bfloat16>(ma, mb, prm, la.k_major, lb.k_major, grid, stream);
-  return dispatch_layout<__half>(ma, mb, prm, la.k_major, lb.k_major, grid, stream);
+    return cluster == 2 ? dispatch_layout<__nv_bfloat16, 2>(ma, mb, prm, ak, bk, sm_count, stream)
+                        : dispatch_layout<__nv_bfloat16, 1>(ma, mb, prm, ak, bk, sm_count, stream);
+  return cluster == 2 ? dispatch_layout<__half, 2>(ma, mb, prm, ak, bk, sm_count, stream)
+                      : dispatch_layout<__half, 1>(ma, mb, prm, ak, bk, sm_count, stream);
 }
 
 }  // namespace gk::matmul

@@ -470,9 +470,14 @@ std::vector<Case> check_cases() {
         c.name = std::string(dname(dt)) + " odd K";
         cs.push_back(c);
       }
-  for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16}) {
+    for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16}) {
     Case c;
     c.dtype = dt, c.out_dtype = GK_DTYPE_F32;
+    c.m = 320, c.n = 768, c.k = 256;  // whole tiles and a partial one, alpha only
+    c.alpha = 1.5;
+    c.name = std::string(dname(dt)) + "→f32 out, alpha";
+    cs.push_back(c);
+    c.alpha = 1.0;
     c.m = 200, c.n = 384, c.k = 512;
     c.name = std::string(dname(dt)) + "→f32 out, alpha/beta, bias+gelu";
     c.alpha = 0.5, c.beta = -1.25, c.bias = true, c.act = "gelu";
