@@ -38,8 +38,8 @@ struct EwParams {
   void* out;
   const void* in0;
   const void* in1;
-  Dims outer;                            // innermost first
-  int64_t outer_stride[3][kMaxDims];     // out, in0, in1
+  Dims outer;                         // innermost first
+  int64_t outer_stride[3][kMaxDims];  // out, in0, in1
   int64_t inner;
   int64_t inner_stride[3];
   int64_t tiles_per_row;
@@ -66,15 +66,23 @@ __device__ __forceinline__ float exp_f(float x) {
     return expf(x);
   }
 }
-// 1 / y; for kLow, __fdividef gives 0 for |y| > 2^126, the limit the callers want.
-template <bool kLow>
-__device__ __forceinline__ float recip_f(float y) {
-  if constexpr (kLow) {
-    return __fdividef(1.0f, y);
-  } else {
-    return 1.0f / y;
-  }
+
+// The MUFU instructions alone, without the range fix-ups around them (a compare, a
+// select and two multiplies each) that __fdividef and __expf carry for denormal inputs
+// and results. Only where those cannot matter: the reciprocal of y ≥ 1 (or +inf, giving
+// 0), and an exponential whose result is scaled by x and rounded to 16 bits, so that a
+// result below 2^-126 flushed to 0 changes nothing but bf16 denormals of |x| > 13.
+__device__ __forceinline__ float rcp_ge1(float y) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return r;
 }
+__device__ __forceinline__ float exp_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+
 // erfc form: 0.5·x·(1 + erf(x/√2)) cancels for x ≪ 0 (relative error 1e-4 at x = -5
 // in f32, seen in tests/gpu/reductions); erfc keeps full relative precision there.
 // For kLow, gelu(x) = x·Φ(x) with q = Φ(-|x|) = erfc(|x|/√2)/2 from one branch-free
@@ -84,7 +92,7 @@ __device__ __forceinline__ float recip_f(float y) {
 // ran both of its branches in any warp with a lane below -3 (most warps, for inputs
 // spread over ±5), at about 80 instructions per element.
 __device__ __forceinline__ float half_erfc(float z) {  // erfc(z) / 2, z ≥ 0 or NaN
-  const float t = __fdividef(1.0f, 1.0f + 0.5f * z);
+  const float t = rcp_ge1(1.0f + 0.5f * z);
   float p = 0.17087277f;
   p = fmaf(p, t, -0.82215223f);
   p = fmaf(p, t, 1.48851587f);
@@ -95,7 +103,7 @@ __device__ __forceinline__ float half_erfc(float z) {  // erfc(z) / 2, z ≥ 0 o
   p = fmaf(p, t, 0.37409196f);
   p = fmaf(p, t, 1.00002368f);
   p = fmaf(p, t, -1.26551223f - 0.6931471805599453f);  // folds in the 1/2
-  return t * __expf(fmaf(-z, z, p));
+  return t * exp_ftz(fmaf(-z, z, p));
 }
 template <bool kLow>
 __device__ __forceinline__ float gelu_erf(float x) {
@@ -107,7 +115,11 @@ __device__ __forceinline__ float gelu_erf(float x) {
 }
 template <bool kLow>
 __device__ __forceinline__ float sigmoid(float x) {
-  return recip_f<kLow>(1.0f + exp_f<kLow>(-x));
+  if constexpr (kLow) {
+    return rcp_ge1(1.0f + exp_ftz(-x));
+  } else {
+    return 1.0f / (1.0f + expf(-x));
+  }
 }
 // 0.5·x·(1 + tanh(u)) == x·sigmoid(2u), without the cancellation for u ≪ 0.
 template <bool kLow>
@@ -431,7 +443,8 @@ cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const voi
     if (reinterpret_cast<uintptr_t>(ptrs[k]) % align != 0) vector = false;
     if (p.inner_stride[k] == 1) {
       for (int i = 0; i < p.outer.n; ++i) {
-        if ((p.outer_stride[k][i] * static_cast<int64_t>(esize[k])) % static_cast<int64_t>(align) != 0)
+        if ((p.outer_stride[k][i] * static_cast<int64_t>(esize[k])) % static_cast<int64_t>(align) !=
+            0)
           vector = false;
       }
     }
@@ -447,8 +460,7 @@ cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const voi
   if (contiguous) {
     p.num_tiles = ceil_div(p.inner, int64_t{kEwThreads} * contiguous_vectors<Fn>() * kV);
     p.tiles_per_row = p.num_tiles;
-    const unsigned cgrid =
-        static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
+    const unsigned cgrid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
     elementwise_contiguous_kernel<Fn><<<cgrid, kEwThreads, 0, stream>>>(p);
   } else if (vector) {
     elementwise_kernel<Fn, true><<<grid, kEwThreads, 0, stream>>>(p);
@@ -461,28 +473,38 @@ cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const voi
 template <typename Body>
 cudaError_t with_float_type(DType t, Body&& body) {
   switch (t) {
-    case DType::f32: return body(float{});
-    case DType::f16: return body(__half{});
-    case DType::bf16: return body(__nv_bfloat16{});
-    default: return cudaErrorInvalidValue;
+    case DType::f32:
+      return body(float{});
+    case DType::f16:
+      return body(__half{});
+    case DType::bf16:
+      return body(__nv_bfloat16{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 template <typename Body>
 cudaError_t with_cast_type(DType t, Body&& body) {
   switch (t) {
-    case DType::f32: return body(float{});
-    case DType::f16: return body(__half{});
-    case DType::bf16: return body(__nv_bfloat16{});
-    case DType::i32: return body(int32_t{});
-    default: return cudaErrorInvalidValue;
+    case DType::f32:
+      return body(float{});
+    case DType::f16:
+      return body(__half{});
+    case DType::bf16:
+      return body(__nv_bfloat16{});
+    case DType::i32:
+      return body(int32_t{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 bool check_rank(const TensorRef& t, const char* name, std::string* why) {
   if (t.ndim > kMaxDims) {
-    if (why) *why = std::string(name) + " has " + std::to_string(t.ndim) + " dims; at most " +
-                    std::to_string(kMaxDims) + " are supported";
+    if (why)
+      *why = std::string(name) + " has " + std::to_string(t.ndim) + " dims; at most " +
+             std::to_string(kMaxDims) + " are supported";
     return false;
   }
   return true;
@@ -536,18 +558,30 @@ bool can_implement_unary(UnaryOp, const TensorRef& x, const TensorRef& out, std:
 cudaError_t launch_unary(UnaryOp op, const TensorRef& x, const TensorRef& out,
                          cudaStream_t stream) {
   switch (op) {
-    case UnaryOp::neg: return unary_typed<UnaryOp::neg>(x, out, stream);
-    case UnaryOp::abs: return unary_typed<UnaryOp::abs>(x, out, stream);
-    case UnaryOp::exp: return unary_typed<UnaryOp::exp>(x, out, stream);
-    case UnaryOp::log: return unary_typed<UnaryOp::log>(x, out, stream);
-    case UnaryOp::sqrt: return unary_typed<UnaryOp::sqrt>(x, out, stream);
-    case UnaryOp::rsqrt: return unary_typed<UnaryOp::rsqrt>(x, out, stream);
-    case UnaryOp::tanh: return unary_typed<UnaryOp::tanh>(x, out, stream);
-    case UnaryOp::sigmoid: return unary_typed<UnaryOp::sigmoid>(x, out, stream);
-    case UnaryOp::relu: return unary_typed<UnaryOp::relu>(x, out, stream);
-    case UnaryOp::gelu_erf: return unary_typed<UnaryOp::gelu_erf>(x, out, stream);
-    case UnaryOp::gelu_tanh: return unary_typed<UnaryOp::gelu_tanh>(x, out, stream);
-    case UnaryOp::silu: return unary_typed<UnaryOp::silu>(x, out, stream);
+    case UnaryOp::neg:
+      return unary_typed<UnaryOp::neg>(x, out, stream);
+    case UnaryOp::abs:
+      return unary_typed<UnaryOp::abs>(x, out, stream);
+    case UnaryOp::exp:
+      return unary_typed<UnaryOp::exp>(x, out, stream);
+    case UnaryOp::log:
+      return unary_typed<UnaryOp::log>(x, out, stream);
+    case UnaryOp::sqrt:
+      return unary_typed<UnaryOp::sqrt>(x, out, stream);
+    case UnaryOp::rsqrt:
+      return unary_typed<UnaryOp::rsqrt>(x, out, stream);
+    case UnaryOp::tanh:
+      return unary_typed<UnaryOp::tanh>(x, out, stream);
+    case UnaryOp::sigmoid:
+      return unary_typed<UnaryOp::sigmoid>(x, out, stream);
+    case UnaryOp::relu:
+      return unary_typed<UnaryOp::relu>(x, out, stream);
+    case UnaryOp::gelu_erf:
+      return unary_typed<UnaryOp::gelu_erf>(x, out, stream);
+    case UnaryOp::gelu_tanh:
+      return unary_typed<UnaryOp::gelu_tanh>(x, out, stream);
+    case UnaryOp::silu:
+      return unary_typed<UnaryOp::silu>(x, out, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -566,19 +600,29 @@ bool can_implement_binary(BinaryOp, const TensorRef& a, const TensorRef& b, cons
   return true;
 }
 
-cudaError_t launch_binary(BinaryOp op, const TensorRef& a, const TensorRef& b,
-                          const TensorRef& out, cudaStream_t stream) {
+cudaError_t launch_binary(BinaryOp op, const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                          cudaStream_t stream) {
   switch (op) {
-    case BinaryOp::add: return binary_typed<BinaryOp::add>(a, b, out, stream);
-    case BinaryOp::sub: return binary_typed<BinaryOp::sub>(a, b, out, stream);
-    case BinaryOp::mul: return binary_typed<BinaryOp::mul>(a, b, out, stream);
-    case BinaryOp::div: return binary_typed<BinaryOp::div>(a, b, out, stream);
-    case BinaryOp::maximum: return binary_typed<BinaryOp::maximum>(a, b, out, stream);
-    case BinaryOp::minimum: return binary_typed<BinaryOp::minimum>(a, b, out, stream);
-    case BinaryOp::pow: return binary_typed<BinaryOp::pow>(a, b, out, stream);
-    case BinaryOp::swiglu: return binary_typed<BinaryOp::swiglu>(a, b, out, stream);
-    case BinaryOp::geglu_erf: return binary_typed<BinaryOp::geglu_erf>(a, b, out, stream);
-    case BinaryOp::geglu_tanh: return binary_typed<BinaryOp::geglu_tanh>(a, b, out, stream);
+    case BinaryOp::add:
+      return binary_typed<BinaryOp::add>(a, b, out, stream);
+    case BinaryOp::sub:
+      return binary_typed<BinaryOp::sub>(a, b, out, stream);
+    case BinaryOp::mul:
+      return binary_typed<BinaryOp::mul>(a, b, out, stream);
+    case BinaryOp::div:
+      return binary_typed<BinaryOp::div>(a, b, out, stream);
+    case BinaryOp::maximum:
+      return binary_typed<BinaryOp::maximum>(a, b, out, stream);
+    case BinaryOp::minimum:
+      return binary_typed<BinaryOp::minimum>(a, b, out, stream);
+    case BinaryOp::pow:
+      return binary_typed<BinaryOp::pow>(a, b, out, stream);
+    case BinaryOp::swiglu:
+      return binary_typed<BinaryOp::swiglu>(a, b, out, stream);
+    case BinaryOp::geglu_erf:
+      return binary_typed<BinaryOp::geglu_erf>(a, b, out, stream);
+    case BinaryOp::geglu_tanh:
+      return binary_typed<BinaryOp::geglu_tanh>(a, b, out, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -55,40 +55,45 @@ __device__ __forceinline__ int64_t slot_index(int s, int t) {
   }
 }
 
-// Loads slots of a row; slots past k get `pad`.
+// Loads slots of a row; slots past k get `pad`. A row holds at most kTpr·kE elements
+// (≤ 32768), so indices are 32-bit: 64-bit ones cost an IMAD pair per slot, and the
+// f32 softmax row kernel was ~1/3 integer instructions (ptxas SASS).
 template <typename T, int kTpr, int kE, bool kVec>
-__device__ __forceinline__ void load_row(const T* row, int64_t k, int t, float pad, float (&v)[kE]) {
+__device__ __forceinline__ void load_row(const T* row, int64_t k64, int t, float pad,
+                                         float (&v)[kE]) {
+  const int k = static_cast<int>(k64);
   if constexpr (kVec) {
     constexpr int kV = Vec16<T>::kN;
     static_assert(kE % kV == 0, "kE must hold whole vectors");
     Vec16<T> raw[kE / kV];
 #pragma unroll
     for (int u = 0; u < kE / kV; ++u) {
-      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      const int i = (u * kTpr + t) * kV;
       if (i < k) raw[u] = load_vec(row + i);
     }
 #pragma unroll
     for (int u = 0; u < kE / kV; ++u) {
-      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      const int i = (u * kTpr + t) * kV;
 #pragma unroll
       for (int e = 0; e < kV; ++e) v[u * kV + e] = i < k ? to_f32(raw[u].v[e]) : pad;
     }
   } else {
 #pragma unroll
     for (int s = 0; s < kE; ++s) {
-      const int64_t i = int64_t{s} * kTpr + t;
+      const int i = s * kTpr + t;
       v[s] = i < k ? to_f32(row[i]) : pad;
     }
   }
 }
 
 template <typename T, int kTpr, int kE, bool kVec>
-__device__ __forceinline__ void store_row(T* row, int64_t k, int t, const float (&v)[kE]) {
+__device__ __forceinline__ void store_row(T* row, int64_t k64, int t, const float (&v)[kE]) {
+  const int k = static_cast<int>(k64);
   if constexpr (kVec) {
     constexpr int kV = Vec16<T>::kN;
 #pragma unroll
     for (int u = 0; u < kE / kV; ++u) {
-      const int64_t i = (int64_t{u} * kTpr + t) * kV;
+      const int i = (u * kTpr + t) * kV;
       if (i < k) {
         Vec16<T> r;
 #pragma unroll
@@ -99,7 +104,7 @@ __device__ __forceinline__ void store_row(T* row, int64_t k, int t, const float 
   } else {
 #pragma unroll
     for (int s = 0; s < kE; ++s) {
-      const int64_t i = int64_t{s} * kTpr + t;
+      const int i = s * kTpr + t;
       if (i < k) row[i] = from_f32<T>(v[s]);
     }
   }
@@ -117,8 +122,8 @@ __device__ __forceinline__ float group_reduce(float v, F combine, float* scratch
 
 // Outer (non-row) dims of up to 4 operands that share the row's logical shape.
 struct RowOperands {
-  Dims outer;                    // innermost first
-  int64_t stride[4][kMaxDims];   // per operand
+  Dims outer;                   // innermost first
+  int64_t stride[4][kMaxDims];  // per operand
 };
 
 // Builds RowOperands from tensors of one shape whose dim `axis` is the row; merges
