@@ -14,13 +14,20 @@ namespace gk::matmul {
 namespace {
 
 using Cfg = Sm90Tuning;
-constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK;
+constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN;
+constexpr int kRowBytes = Cfg::kBlockKBytes;  // one M/N row of a k-tile: a 128-byte swizzle row
+// The k-tile in elements of T: 64 for bf16/f16; 32 for f32, which the kernel reads as tf32.
+template <typename T>
+constexpr int kBlockK = kRowBytes / int(sizeof(T));
+// k per wgmma: k16 for 16-bit inputs, k8 for tf32; either way a 32-byte step in the row.
+template <typename T>
+constexpr int kStepK = std::is_same_v<T, float> ? 8 : 16;
 constexpr int kStages = Cfg::kStages;
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kChunk = 64;                  // MN extent of one swizzled box
-constexpr int kATileBytes = kBM * kBK * 2;  // 16 KB
-constexpr int kBTileBytes = kBN * kBK * 2;  // 32 KB
+constexpr int kChunk = 64;  // MN extent of one swizzled box (M/N-major operands: 16-bit only)
+constexpr int kATileBytes = kBM * kRowBytes;  // 16 KB
+constexpr int kBTileBytes = kBN * kRowBytes;  // 32 KB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
 // Epilogue staging, per consumer warpgroup: 64 rows of 128 bytes of out, each row padded
 // (epilogue_staged) so that the accumulator fragments' writes hit distinct banks.
@@ -50,6 +57,7 @@ struct Sm90Params {
 
 #ifdef GK_SM90A
 #include "sm90_wgmma_m64n256k16.inc"
+#include "sm90_wgmma_m64n256k8_tf32.inc"
 #endif
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -263,10 +271,15 @@ __device__ __forceinline__ void epilogue_tile(const Sm90Params& p, float (&acc)[
   }
 }
 
+// T: __nv_bfloat16, __half, or float (read as tf32, both operands K-major).
 template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b, const Sm90Params p) {
+  constexpr bool kTf32 = std::is_same_v<T, float>;
+  constexpr int kBK = kBlockK<T>;
+  static_assert(!kTf32 || (kAKMajor && kBKMajor), "tf32 wgmma reads K-major operands only");
+  static_assert(kBK / kStepK<T> == 4, "four wgmma steps per k-tile, 32 bytes apart");
 #ifdef GK_SM90A
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes; tiles must start on that boundary.
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           // B: this CTA's 1/kCluster of the tile, into every CTA of the cluster.
           constexpr int kBPart = kBN / kCluster;
-          unsigned char* part_dst = b_dst + rank * kBPart * kBK * 2;
+          unsigned char* part_dst = b_dst + rank * kBPart * kRowBytes;
           const int32_t part_n = nt * kBN + int32_t(rank) * kBPart;
           if constexpr (kBKMajor) {
             if constexpr (kCluster > 1)
@@ -353,12 +366,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = wg - 1;  // rows cw*64 .. cw*64+63 of the tile
     constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-    // Byte offsets of this warpgroup's A rows and of each k16 step inside a stage.
+    // Byte offsets of this warpgroup's A rows and of each wgmma k step (k16, or k8 for tf32)
+    // inside a stage.
     constexpr uint32_t kAStepBytes = kAKMajor ? 32 : 16 * 128;
     constexpr uint32_t kBStepBytes = kBKMajor ? 32 : 16 * 128;
     constexpr uint32_t kALbo = kAKMajor ? 16 : kChunk * kBK * 2;
     constexpr uint32_t kBLbo = kBKMajor ? 16 : kChunk * kBK * 2;
-    const uint32_t a_rows_off = cw * 64 * kBK * 2;  // K-major: 64 rows × 128 B; MN: chunk cw
+    const uint32_t a_rows_off = cw * 64 * kRowBytes;  // K-major: 64 rows × 128 B; MN: chunk cw
     float acc[128];
     int stage = 0, prev_stage = 0;
     uint32_t phase = 0;
@@ -381,10 +395,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         const unsigned char* b_tile = sb + stage * kBTileBytes;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
+        for (int kk = 0; kk < kBK / kStepK<T>; ++kk) {
           const uint64_t da = smem_desc(a_tile + kk * kAStepBytes, kALbo, 1024);
           const uint64_t db = smem_desc(b_tile + kk * kBStepBytes, kBLbo, 1024);
-          wgmma_m64n256k16<kBf16, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, (kt | kk) != 0);
+          if constexpr (kTf32)
+            wgmma_m64n256k8_tf32(acc, da, db, (kt | kk) != 0);
+          else
+            wgmma_m64n256k16<kBf16, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db,
+                                                                        (kt | kk) != 0);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         // Leave this k-tile's wgmmas running; once at most one group is pending, the
@@ -402,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       release(prev_stage);
       const int64_t m0 = int64_t(mt) * kBM + cw * 64, n0 = int64_t(nt) * kBN;
       if (m0 >= p.m) continue;  // the padding tile of a cluster when M-tiles are odd
-      if (p.out_f32)
+      if (kTf32 || p.out_f32)  // tf32: out is f32
         epilogue_tile<T, float>(p, acc, b, m0, n0, epi + cw * kEpiBytes, cw);
       else
         epilogue_tile<T, T>(p, acc, b, m0, n0, epi + cw * kEpiBytes, cw);
@@ -414,10 +432,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// f32 is loaded as TFLOAT32: the TMA unit rounds each element to tf32 (to nearest) on its
+// way into shared memory. With FLOAT32 the wgmma would see the bits truncated instead, a
+// bias of about -2^-11 per operand (rel. error ~7e-4 against ~3e-4 on uniform data).
 CUtensorMapDataType tma_dtype(int32_t dtype) {
-  return dtype == GK_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  switch (dtype) {
+    case GK_DTYPE_BF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case GK_DTYPE_F32: return CU_TENSOR_MAP_DATA_TYPE_TFLOAT32;
+    default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  }
 }
+
+// The k-tile in elements for an input dtype (kBlockK<T> on the host).
+int64_t block_k(int32_t dtype) { return kRowBytes / int64_t(dtype_bytes(dtype)); }
 
 // One operand as a 3-D tensor map {contiguous dim, other dim, batch}. box_outer is the
 // tile's extent along the non-contiguous dim.
@@ -426,12 +453,13 @@ CUresult encode_operand(TensorMapEncodeFn encode, CUtensorMap* map, int32_t dtyp
                         int64_t batch_stride, uint32_t box_inner, uint32_t box_outer) {
   // A fake, aligned address lets supports() ask the driver before any data exists.
   void* addr = base ? const_cast<void*>(base) : reinterpret_cast<void*>(uintptr_t(1) << 20);
+  const int64_t esize = int64_t(dtype_bytes(dtype)), per16 = 16 / esize;  // elements in 16 B
   // A single row's stride is never used, but the driver still wants it 16-byte aligned.
-  if (outer == 1) outer_stride = (inner + 7) / 8 * 8;
+  if (outer == 1) outer_stride = (inner + per16 - 1) / per16 * per16;
   const cuuint64_t dims[3] = {cuuint64_t(inner), cuuint64_t(outer), cuuint64_t(batch)};
-  const cuuint64_t bstride =
-      batch > 1 ? cuuint64_t(batch_stride) * 2 : cuuint64_t(outer_stride) * 2 * cuuint64_t(outer);
-  const cuuint64_t strides[2] = {cuuint64_t(outer_stride) * 2, bstride};
+  const cuuint64_t bstride = batch > 1 ? cuuint64_t(batch_stride * esize)
+                                       : cuuint64_t(outer_stride * esize) * cuuint64_t(outer);
+  const cuuint64_t strides[2] = {cuuint64_t(outer_stride * esize), bstride};
   const cuuint32_t box[3] = {box_inner, box_outer, 1};
   const cuuint32_t estr[3] = {1, 1, 1};
   return encode(map, tma_dtype(dtype), 3, addr, dims, strides, box, estr,
@@ -444,10 +472,11 @@ struct Layout {
   bool batched;
 };
 
-// Checks one operand's strides for TMA; fills *lay. rows = M or N.
-bool check_operand(const char* name, const void* base, int64_t rows, int64_t k, int64_t s_row,
-                   int64_t s_k, int32_t batch_ndim, int64_t batch_stride, Layout* lay,
-                   std::string* why) {
+// Checks one operand's strides for TMA; fills *lay. rows = M or N; esize = element bytes.
+bool check_operand(const char* name, const void* base, int64_t esize, int64_t rows, int64_t k,
+                   int64_t s_row, int64_t s_k, int32_t batch_ndim, int64_t batch_stride,
+                   Layout* lay, std::string* why) {
+  const std::string per16 = std::to_string(16 / esize);  // elements in 16 bytes
   const bool k_major = s_k == 1 || (k == 1 && s_row != 1);
   const int64_t lead = k_major ? s_row : s_k;
   const int64_t inner = k_major ? k : rows;
@@ -456,10 +485,10 @@ bool check_operand(const char* name, const void* base, int64_t rows, int64_t k, 
     return false;
   }
   const int64_t outer = k_major ? rows : k;
-  if (outer > 1 && (lead <= 0 || (lead * 2) % 16 != 0 || lead < inner)) {
+  if (outer > 1 && (lead <= 0 || (lead * esize) % 16 != 0 || lead < inner)) {
     *why = std::string(name) + "'s row stride " + std::to_string(lead) +
-           " is not a positive multiple of 8 elements covering its rows (TMA needs 16-byte "
-           "aligned rows)";
+           " is not a positive multiple of " + per16 +
+           " elements covering its rows (TMA needs 16-byte aligned rows)";
     return false;
   }
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0) {
@@ -468,8 +497,9 @@ bool check_operand(const char* name, const void* base, int64_t rows, int64_t k, 
   }
   lay->k_major = k_major;
   lay->batched = batch_ndim == 1 && batch_stride != 0;
-  if (lay->batched && (batch_stride < 0 || (batch_stride * 2) % 16 != 0)) {
-    *why = std::string(name) + "'s batch stride is not a positive multiple of 8 elements";
+  if (lay->batched && (batch_stride < 0 || (batch_stride * esize) % 16 != 0)) {
+    *why = std::string(name) + "'s batch stride is not a positive multiple of " + per16 +
+           " elements";
     return false;
   }
   return true;
@@ -483,30 +513,43 @@ int cluster_size(const MatmulProblem& p) {
 
 bool build_maps(const MatmulProblem& p, TensorMapEncodeFn encode, CUtensorMap* ma, CUtensorMap* mb,
                 Layout* la, Layout* lb, std::string* why) {
-  if (!check_operand("a", p.a, p.m, p.k, p.a_sm, p.a_sk, p.batch.ndim, p.batch.a_stride[0], la,
-                     why) ||
-      !check_operand("b", p.b, p.n, p.k, p.b_sn, p.b_sk, p.batch.ndim, p.batch.b_stride[0], lb,
-                     why))
+  const int64_t esize = int64_t(dtype_bytes(p.in_dtype));
+  if (!check_operand("a", p.a, esize, p.m, p.k, p.a_sm, p.a_sk, p.batch.ndim,
+                     p.batch.a_stride[0], la, why) ||
+      !check_operand("b", p.b, esize, p.n, p.k, p.b_sn, p.b_sk, p.batch.ndim,
+                     p.batch.b_stride[0], lb, why))
     return false;
+  // The tf32 wgmma has no transpose bit: a must be [M, K] row-major and b [N, K] row-major
+  // (transpose_b, Linear-style weights); cublaslt serves the other layouts.
+  if (p.in_dtype == GK_DTYPE_F32 && !la->k_major) {
+    *why = "tf32 wgmma reads K-major operands only; a is M-contiguous (transpose_a)";
+    return false;
+  }
+  if (p.in_dtype == GK_DTYPE_F32 && !lb->k_major) {
+    *why = "tf32 wgmma reads K-major operands only; b is N-contiguous (pass b as [N, K] with "
+           "transpose_b)";
+    return false;
+  }
   if (!encode) return true;
+  const uint32_t k_tile = uint32_t(block_k(p.in_dtype));
   const int64_t nb = p.batch.ndim == 1 ? p.batch.shape[0] : 1;
   CUresult r;
   if (la->k_major)
     r = encode_operand(encode, ma, p.in_dtype, p.a, p.k, p.m, p.a_sm, la->batched ? nb : 1,
-                       p.batch.a_stride[0], kBK, kBM);
+                       p.batch.a_stride[0], k_tile, kBM);
   else
     r = encode_operand(encode, ma, p.in_dtype, p.a, p.m, p.k, p.a_sk, la->batched ? nb : 1,
-                       p.batch.a_stride[0], kChunk, kBK);
+                       p.batch.a_stride[0], kChunk, k_tile);
   if (r != CUDA_SUCCESS) {
     *why = "cuTensorMapEncodeTiled refused a's layout (CUresult " + std::to_string(int(r)) + ")";
     return false;
   }
   if (lb->k_major)
     r = encode_operand(encode, mb, p.in_dtype, p.b, p.k, p.n, p.b_sn, lb->batched ? nb : 1,
-                       p.batch.b_stride[0], kBK, kBN / cluster_size(p));
+                       p.batch.b_stride[0], k_tile, kBN / cluster_size(p));
   else
     r = encode_operand(encode, mb, p.in_dtype, p.b, p.n, p.k, p.b_sk, lb->batched ? nb : 1,
-                       p.batch.b_stride[0], kChunk, kBK);
+                       p.batch.b_stride[0], kChunk, k_tile);
   if (r != CUDA_SUCCESS) {
     *why = "cuTensorMapEncodeTiled refused b's layout (CUresult " + std::to_string(int(r)) + ")";
     return false;
@@ -571,8 +614,13 @@ cudaError_t dispatch_layout(const CUtensorMap& ma, const CUtensorMap& mb, const 
 }  // namespace
 
 bool sm90_gemm_can_implement(const MatmulProblem& p, TensorMapEncodeFn encode, std::string* why) {
-  if (p.in_dtype != GK_DTYPE_BF16 && p.in_dtype != GK_DTYPE_F16) {
-    *why = "matmul_sm90 serves bf16 and f16 inputs (f32 falls through to cublaslt/sm80)";
+  if (p.in_dtype == GK_DTYPE_F32 && !p.allow_tf32) {
+    *why = "matmul_sm90 serves f32 only as tf32 (precision=\"tf32\"); full f32 falls through "
+           "to cublaslt/sm80";
+    return false;
+  }
+  if (p.in_dtype != GK_DTYPE_BF16 && p.in_dtype != GK_DTYPE_F16 && p.in_dtype != GK_DTYPE_F32) {
+    *why = "matmul_sm90 serves bf16, f16 and tf32 inputs (f64 falls through to cublaslt/sm80)";
     return false;
   }
   if (p.out_dtype != p.in_dtype && p.out_dtype != GK_DTYPE_F32) {
@@ -592,7 +640,8 @@ bool sm90_gemm_can_implement(const MatmulProblem& p, TensorMapEncodeFn encode, s
     *why = "dims over 2^31 do not fit TMA coordinates";
     return false;
   }
-  if (p.has_bias && p.bias && reinterpret_cast<uintptr_t>(p.bias) % 2 != 0) {
+  const uintptr_t bias_addr = reinterpret_cast<uintptr_t>(p.bias);
+  if (p.has_bias && p.bias && bias_addr % dtype_bytes(p.in_dtype) != 0) {
     *why = "bias is not element-aligned";
     return false;
   }
@@ -614,7 +663,8 @@ cudaError_t sm90_gemm_run(const MatmulProblem& p, TensorMapEncodeFn encode, int 
   prm.c_sm = p.c_sm;
   prm.c_sn = p.c_sn;
   prm.c_bs = p.batch.ndim == 1 ? p.batch.c_stride[0] : 0;
-  prm.k_tiles = int32_t((p.k + kBK - 1) / kBK);
+  const int64_t k_tile = block_k(p.in_dtype);
+  prm.k_tiles = int32_t((p.k + k_tile - 1) / k_tile);
   prm.m_tiles = int32_t((p.m + kBM - 1) / kBM);
   prm.n_tiles = int32_t((p.n + kBN - 1) / kBN);
   prm.batch_count = int32_t(p.batch_count);
@@ -631,6 +681,9 @@ cudaError_t sm90_gemm_run(const MatmulProblem& p, TensorMapEncodeFn encode, int 
   prm.ep = make_epilogue_params(p);
   static_assert(Cfg::kClusterM == 2, "one clustered and one single-CTA instantiation");
   const bool ak = la.k_major, bk = lb.k_major;
+  if (p.in_dtype == GK_DTYPE_F32)  // tf32: build_maps let through K-major a and b only
+    return cluster == 2 ? launch<float, true, true, 2>(ma, mb, prm, sm_count, stream)
+                        : launch<float, true, true, 1>(ma, mb, prm, sm_count, stream);
   if (p.in_dtype == GK_DTYPE_BF16)
     return cluster == 2 ? dispatch_layout<__nv_bfloat16, 2>(ma, mb, prm, ak, bk, sm_count, stream)
                         : dispatch_layout<__nv_bfloat16, 1>(ma, mb, prm, ak, bk, sm_count, stream);

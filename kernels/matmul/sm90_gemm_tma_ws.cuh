@@ -1,15 +1,16 @@
-// sm90_gemm_tma_ws.cuh — bf16/f16 matmul on Hopper: TMA loads, wgmma, warp-specialised
+// sm90_gemm_tma_ws.cuh — bf16/f16/tf32 matmul on Hopper: TMA loads, wgmma, warp-specialised
 // producer/consumer warpgroups over an mbarrier ring, persistent tile scheduler.
 // Built only for sm_90a (wgmma and setmaxnreg exist nowhere else).
 //
 // Tiling (grid = min(#tiles, #SMs) persistent CTAs, 384 threads = 3 warpgroups):
 //   for tile in blockIdx.x, +gridDim.x .. batch·⌈M/128⌉·⌈N/256⌉:   // CTA owns tile loop,
 //                                                                  // grouped 16 M-tiles
-//     producer warpgroup 0 (one thread, 40 regs):
-//       for kt in 0..⌈K/64⌉: wait empty[s]; expect_tx(full[s], 48 KB);
-//                            TMA a[128×64] and b[256×64] tiles → smem stage s
+//     producer warpgroup 0 (one thread, 40 regs):               // BK = 128 B of k:
+//       for kt in 0..⌈K/BK⌉: wait empty[s]; expect_tx(full[s], 48 KB);  // 64 bf16/f16, 32 f32
+//                            TMA a[128×BK] and b[256×BK] tiles → smem stage s
 //     consumer warpgroups 1, 2 (rows 0..63 and 64..127 of the tile, 232 regs):
-//       for kt: wait full[s]; 4 × wgmma.m64n256k16 (k16 steps) into acc[128] f32
+//       for kt: wait full[s]; 4 × wgmma.m64n256k16 (k16 steps; tf32: m64n256k8, k8 steps)
+//               into acc[128] f32
 //               (64×256 per warpgroup, in registers); commit; wait until only this
 //               k-tile's group is pending, then arrive empty[s-1] (one k-tile in flight)
 //       epilogue from registers: act(alpha·acc + beta·out + bias[n]) → global,
@@ -18,6 +19,8 @@
 // swizzle that TMA writes and wgmma reads. A K-contiguous operand is one TMA box
 // [rows][64 k]; an M/N-contiguous one is boxes of [64 k][64 mn] read with wgmma's
 // transpose bit, so row-major, transposed and Linear-style weights all go through TMA.
+// tf32 (f32 with precision="tf32"): the same bytes, 32 f32 per 128-byte row, rounded to
+// tf32 by TMA; its wgmma has no transpose bit, so only K-contiguous a and b are served.
 #ifndef GPUKIT_KERNELS_MATMUL_SM90_GEMM_TMA_WS_CUH_
 #define GPUKIT_KERNELS_MATMUL_SM90_GEMM_TMA_WS_CUH_
 

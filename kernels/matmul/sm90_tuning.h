@@ -15,7 +15,9 @@ struct Sm90Tuning {
   // 2026-11 run 2, docs/kernels/matmul.md).
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 256;
-  static constexpr int kBlockK = 64;  // one 128-byte swizzle row of bf16
+  // A k-tile is one 128-byte swizzle row per M/N row: 64 bf16/f16 or 32 tf32 elements, so
+  // the stage layout (and its 48 KB) is the same for every input dtype.
+  static constexpr int kBlockKBytes = 128;
   // 4 × 48 KB = 192 KB of the 227 KB a CTA may have; 5 would not fit.
   static constexpr int kStages = 4;
   // Tiles walk 16 M-tiles down before moving right, so concurrent CTAs share B panels

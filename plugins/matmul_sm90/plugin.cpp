@@ -1,4 +1,4 @@
-// matmul_sm90 plugin: bf16/f16 matmul on Hopper through sm90_gemm_tma_ws (wgmma + TMA).
+// matmul_sm90 plugin: bf16/f16/tf32 matmul on Hopper through sm90_gemm_tma_ws (wgmma + TMA).
 // The only exported symbol is gk_plugin_entry; every entry point catches.
 #include <cuda_runtime.h>
 

@@ -530,6 +530,48 @@ std::vector<Case> check_cases() {
     c.name = "f64 bias+relu beta";
     cs.push_back(c);
   }
+  // tf32 (precision="tf32"). matmul_sm90 reads K-major a and b only: a [M, K] and b given
+  // as [N, K] (transpose_b); it declines the other layouts, and rows that are not 16-byte
+  // aligned (K = 7).
+  {
+    Case c;
+    c.dtype = c.out_dtype = GK_DTYPE_F32;
+    c.tf32 = true;
+    c.tb = true;
+    c.m = 300, c.n = 520, c.k = 264;  // partial tiles in M, N and K
+    c.name = "tf32 B transposed, odd shapes";
+    cs.push_back(c);
+    c.m = 127, c.n = 1000, c.k = 7;
+    c.name = "tf32 B transposed, odd K";
+    cs.push_back(c);
+    c.k = 12;  // one partial k-tile
+    c.name = "tf32 B transposed, K=12";
+    cs.push_back(c);
+    c.m = 300, c.n = 520, c.k = 264;
+    c.tb = false;
+    c.name = "tf32 B row-major (N-contiguous)";
+    cs.push_back(c);
+    c.tb = true, c.ta = true;
+    c.name = "tf32 A transposed (M-contiguous)";
+    cs.push_back(c);
+    c.ta = false;
+    c.m = 320, c.n = 768, c.k = 256;  // whole tiles and a partial one, alpha only
+    c.alpha = 1.5;
+    c.name = "tf32 B transposed, alpha";
+    cs.push_back(c);
+    c.m = 200, c.n = 384, c.k = 512;
+    c.alpha = 0.5, c.beta = -1.25, c.bias = true, c.act = "relu";
+    c.name = "tf32 B transposed, alpha/beta, bias+relu";
+    cs.push_back(c);
+    c.alpha = 1.0, c.beta = 0.0, c.bias = false, c.act = "none";
+    c.a_batch = {3};
+    c.b_batch = {3};
+    c.name = "tf32 B transposed, batched [3]";
+    cs.push_back(c);
+    c.b_batch = {};
+    c.name = "tf32 B transposed, batched a[3], b broadcast";
+    cs.push_back(c);
+  }
   // Large: a sample of rows against the reference.
   for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16})
     for (int tb = 0; tb < 2; ++tb) {
@@ -550,13 +592,23 @@ std::vector<Case> check_cases() {
     c.name = "bf16→f32 4096³ a transposed, bias+gelu, beta";
     cs.push_back(c);
   }
+  {
+    Case c;
+    c.dtype = c.out_dtype = GK_DTYPE_F32;
+    c.tf32 = true;
+    c.m = c.n = c.k = 4096;
+    c.tb = true;
+    c.check_rows = 24;
+    c.name = "tf32 4096³ B transposed (24 sampled rows)";
+    cs.push_back(c);
+  }
   return cs;
 }
 
 // ---------------------------------------------------------------- benchmark
 struct BenchShape {
   int64_t m, n, k;
-  int dtype;
+  int dtype;  // f32 runs as tf32 (precision="tf32"; cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32)
   bool tb;
 };
 
@@ -573,6 +625,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       {4096, 14336, 4096, GK_DTYPE_BF16, false}, {4096, 14336, 4096, GK_DTYPE_BF16, true},
       {1, 14336, 4096, GK_DTYPE_BF16, true},    {16, 14336, 4096, GK_DTYPE_BF16, true},
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
+      {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
   };
   std::printf("\n== benchmark (TFLOP/s, median; ratio = plugin / cublasGemmEx) ==\n");
   std::printf("%-26s %-5s %-2s", "shape MxNxK", "dtype", "B");
@@ -587,7 +640,8 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
     Case c;
     c.dtype = c.out_dtype = s.dtype;
     c.m = s.m, c.n = s.n, c.k = s.k, c.tb = s.tb;
-    const double set_bytes = double(s.m * s.k + s.k * s.n) * 2;
+    c.tf32 = s.dtype == GK_DTYPE_F32;
+    const double set_bytes = double(s.m * s.k + s.k * s.n) * double(dsize(s.dtype));
     const int sets = int(std::min(8.0, std::max(1.0, std::ceil(128e6 / set_bytes))));
     std::vector<Prepared> P(sets);
     for (auto& p : P) {
@@ -615,20 +669,23 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       }
       return flops / (median(t) * 1e-3) / 1e12;
     };
-    const cudaDataType_t dt = s.dtype == GK_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t dt = s.dtype == GK_DTYPE_F32    ? CUDA_R_32F
+                              : s.dtype == GK_DTYPE_BF16 ? CUDA_R_16BF
+                                                         : CUDA_R_16F;
+    const cublasComputeType_t compute =
+        s.dtype == GK_DTYPE_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
     const double cublas_tflops = time_it([&](Prepared& p) {
       // row-major out = a·op(b)  ⇔  column-major outᵀ = op(b)ᵀ·aᵀ
       cublasGemmEx(blas, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m),
                    int(s.k), &one, p.b.t.data, dt, int(s.tb ? s.k : s.n), p.a.t.data, dt,
-                   int(s.k), &zero, p.c.t.data, dt, int(s.n), CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
+                   int(s.k), &zero, p.c.t.data, dt, int(s.n), compute, CUBLAS_GEMM_DEFAULT);
     });
     char shape[64];
     std::snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)s.m, (long long)s.n,
                   (long long)s.k);
-    std::printf("%-26s %-5s %-2s %10.1f", shape, dname(s.dtype), s.tb ? "T" : "N",
-                cublas_tflops);
+    std::printf("%-26s %-5s %-2s %10.1f", shape, c.tf32 ? "tf32" : dname(s.dtype),
+                s.tb ? "T" : "N", cublas_tflops);
     for (auto& pl : plugins) {
       char reason[256] = "";
       if (pl.api->supports(pl.state, &P[0].args, reason, sizeof(reason)) != GK_OK) {
