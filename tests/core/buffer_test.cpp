@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "test_runtime.h"
 
@@ -123,6 +125,40 @@ TEST(Buffer, buffers_and_views_outlive_the_runtime_handle) {
   ASSERT_EQ(gk_copy_to_host(view, back, sizeof(back), nullptr), GK_OK) << last_error();
   EXPECT_EQ(back[3], 4.0f);
   gk_tensor_release(view);  // the last holder: the runtime goes now (ASan checks the rest)
+}
+
+// The storage of buffers is recycled per thread (device_memory.cpp): buffers allocated on
+// one thread and freed on another, and buffers freed by a thread_local destructor after that
+// thread's cache was drained, are still released exactly once (ASan checks for leaks and
+// double frees, TSan for races).
+struct FreeAtThreadExit {
+  std::vector<gk_buffer*> buffers;
+  ~FreeAtThreadExit() {
+    for (gk_buffer* b : buffers) EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK) << last_error();
+  }
+};
+
+TEST(Buffer, buffers_freed_on_other_threads_and_at_thread_exit_are_released) {
+  RuntimePtr rt = make_runtime(test_options());
+  std::vector<gk_buffer*> made;
+  for (int i = 0; i < 100; ++i) made.push_back(alloc(rt.get(), 256));
+  std::thread other([&] {
+    // Destroyed after this thread's cache is drained: it is constructed before the cache's
+    // first use on this thread (the frees below), and thread_local objects go in reverse.
+    static thread_local FreeAtThreadExit late;
+    for (int i = 0; i < 10; ++i) late.buffers.push_back(alloc(rt.get(), 512));
+    for (gk_buffer* b : made) EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK) << last_error();
+    for (int i = 0; i < 50; ++i) {
+      gk_buffer* b = alloc(rt.get(), 256);
+      EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK) << last_error();
+    }
+  });
+  other.join();
+  gk_memory_stats s{};
+  s.struct_size = sizeof(s);
+  ASSERT_EQ(gk_memory_stats_get(rt.get(), 0, &s), GK_OK);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.alloc_count, s.free_count);
 }
 
 TEST(Buffer, view_reaching_outside_the_buffer_is_refused) {

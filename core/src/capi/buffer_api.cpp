@@ -44,8 +44,8 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
       owner = s.task->owner;
       task = s.task.get();
     }
-    auto allocation = std::make_shared<gk::Allocation>(rt, d, args->size, s.native,
-                                                       owner, args->flags & GK_BUFFER_EVICTABLE);
+    auto allocation = gk::make_allocation(rt, d, args->size, s.native, owner,
+                                          args->flags & GK_BUFFER_EVICTABLE);
     gk_buffer* buffer = gk::BufferTable::instance().insert(std::move(allocation));
     // Cancelling the task frees the buffers allocated for it (a stale handle after that).
     if (task) rt.scheduler().charge_buffer(*task, buffer);

@@ -39,7 +39,7 @@ gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
 gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
                          const gk_tensor_desc& d, cuda::CUstream stream) {
   uint64_t bytes = uint64_t(numel(d)) * dtype_size(d.dtype);
-  auto allocation = std::make_shared<Allocation>(*runtime, device, bytes, stream);
+  auto allocation = make_allocation(*runtime, device, bytes, stream);
   gk_tensor* t = new_tensor(runtime, device, d, allocation->ptr);
   t->allocation = std::move(allocation);
   return t;

@@ -38,6 +38,15 @@ class DeviceMemory {
 std::unique_ptr<PoolBackend> make_host_backend(const DeviceSet& devices, const Device& device);
 std::unique_ptr<PoolBackend> make_cuda_backend(const DeviceSet& devices, const Device& device);
 
+struct Allocation;
+
+// A new Allocation (see its constructor). Use this rather than std::make_shared: the
+// Allocation and its reference counts share one heap block, recycled per thread, so the hot
+// path (gk_buffer_alloc + gk_buffer_free) makes no malloc for it.
+std::shared_ptr<Allocation> make_allocation(Runtime& runtime, const Device& device,
+                                            uint64_t size, cuda::CUstream stream,
+                                            MemoryOwner* owner = nullptr, bool evictable = false);
+
 struct Allocation {
   // `evictable`: may be spilled to host memory while not pinned (GK_BUFFER_EVICTABLE).
   // The memory is freed when the last holder lets go, in the order of `stream` unless
