@@ -26,10 +26,17 @@ gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
 gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
                          const gk_tensor_desc& d, cuda::CUstream stream);
 
+[[noreturn]] void fail_stream_device(const gk_stream& stream, const Device& device,
+                                     const char* function);
+
 // The stream to use: `stream`, or the default stream of `device`. Fails when the stream
-// belongs to another device.
-gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& device,
-                      const char* function);
+// belongs to another device. Inline: the alloc/free hot path calls it twice.
+inline gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& device,
+                             const char* function) {
+  if (!stream) return *runtime.default_stream(device.id);
+  if (stream->device != &device) fail_stream_device(*stream, device, function);
+  return *stream;
+}
 
 // A malloc'ed copy for `char**` out-parameters (freed by gk_string_free).
 char* c_string(const std::string& text);

@@ -3,15 +3,10 @@
 
 namespace gk {
 
-gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& device,
-                      const char* function) {
-  if (!stream) return *runtime.default_stream(device.id);
-  if (stream->device != &device) {
-    fail(GK_INVALID_ARGUMENT, std::string(function) + ": the stream belongs to " +
-                                  stream->device->label() + ", but the work is on " +
-                                  device.label());
-  }
-  return *stream;
+void fail_stream_device(const gk_stream& stream, const Device& device, const char* function) {
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": the stream belongs to " +
+                                stream.device->label() + ", but the work is on " +
+                                device.label());
 }
 
 }  // namespace gk

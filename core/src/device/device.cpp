@@ -111,13 +111,10 @@ DeviceSet::~DeviceSet() {
   }
 }
 
-const Device& DeviceSet::at(int32_t id) const {
-  if (id < 0 || id >= int32_t(devices_.size())) {
-    fail(GK_OUT_OF_RANGE, "device id " + std::to_string(id) + " does not exist (the runtime has " +
-                              std::to_string(devices_.size()) + " devices, ids 0.." +
-                              std::to_string(devices_.size() - 1) + ")");
-  }
-  return devices_[size_t(id)];
+void DeviceSet::fail_no_device(int32_t id) const {
+  fail(GK_OUT_OF_RANGE, "device id " + std::to_string(id) + " does not exist (the runtime has " +
+                            std::to_string(devices_.size()) + " devices, ids 0.." +
+                            std::to_string(devices_.size() - 1) + ")");
 }
 
 uint64_t DeviceSet::free_memory(const Device& device) const {

@@ -44,13 +44,19 @@ class DeviceSet {
   DeviceSet& operator=(const DeviceSet&) = delete;
 
   const std::vector<Device>& devices() const { return devices_; }
-  const Device& at(int32_t id) const;  // throws OUT_OF_RANGE naming the id and the count
+  // Throws OUT_OF_RANGE naming the id and the count. Inline: every C entry point calls it.
+  const Device& at(int32_t id) const {
+    if (id < 0 || id >= int32_t(devices_.size())) fail_no_device(id);
+    return devices_[size_t(id)];
+  }
   // The driver, or nullptr when there is no CUDA.
   const cuda::Driver* driver() const { return driver_; }
   const std::string& cuda_absent_reason() const { return cuda_absent_reason_; }
   uint64_t free_memory(const Device& device) const;
 
  private:
+  [[noreturn]] void fail_no_device(int32_t id) const;
+
   std::vector<Device> devices_;
   const cuda::Driver* driver_ = nullptr;
   std::string cuda_absent_reason_;

@@ -21,7 +21,10 @@ struct BufferEntry {
 
 class BufferTable {
  public:
-  static BufferTable& instance();
+  static BufferTable& instance() {
+    static BufferTable* table = new BufferTable();  // outlives every static destructor
+    return *table;
+  }
 
   gk_buffer* insert(std::shared_ptr<Allocation> allocation);
 

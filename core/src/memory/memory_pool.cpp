@@ -678,11 +678,33 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
   fail(GK_RESOURCE_EXHAUSTED, message);
 }
 
+// The common case stays short: no limit is near (one compare each) and a free block is at
+// hand. Evicting for a limit and growing the pool are out of line (make_room, find_after_miss).
 PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
                                        MemoryOwner* owner) {
   if (!owner) owner = &unowned_;
-  uint64_t rounded = pool_rounded_size(bytes);
+  const int size_class = bytes <= kSmallLimit ? size_class_of(bytes) : -1;
+  const uint64_t rounded =
+      size_class >= 0 ? size_class_size(size_class) : round_up(bytes, kLargeRounding);
   EvictionReport report;
+  // Within its request an owner may spill Burstable memory above request too, not only
+  // BestEffort buffers.
+  bool within_request = owner->in_use + rounded <= owner->request;
+  if ((owner->quota && owner->in_use + rounded > owner->quota) ||
+      (budget_ && stats_.bytes_in_use + rounded > budget_) || unused_reservations_ > 0) {
+    within_request = make_room(bytes, rounded, owner, report);
+  }
+  PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
+  if (!b) b = find_after_miss(bytes, rounded, size_class, stream, owner, within_request, report);
+  charge(b, bytes, owner);
+  return b;
+}
+
+// Within the owner's quota, the device budget and what scheduler tasks reserved: evicts
+// what it may to get there, else fails with RESOURCE_EXHAUSTED. Returns whether the owner
+// is within its request once its quota is met (what eviction may spill for it).
+bool MemoryPool::make_room(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
+                           EvictionReport& report) {
   if (owner->quota && owner->in_use + rounded > owner->quota) {
     evict_until([&] { return owner->in_use + rounded <= owner->quota; }, owner, report);
     if (owner->in_use + rounded > owner->quota) {
@@ -692,8 +714,6 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
                report);
     }
   }
-  // Within its request an owner may spill Burstable memory above request too, not only
-  // BestEffort buffers.
   const bool within_request = owner->in_use + rounded <= owner->request;
   if (budget_ && stats_.bytes_in_use + rounded > budget_) {
     evict_for(owner, within_request, [&] { return stats_.bytes_in_use + rounded <= budget_; },
@@ -722,30 +742,38 @@ PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
       }
     }
   }
-  int size_class = rounded <= kSmallLimit ? size_class_of(rounded) : -1;
+  return within_request;
+}
+
+// No free block fits: coalesces, grows the pool, gives segments back, spills evictable
+// buffers, trying again after each step that may have made room; fails when none did.
+PoolBlock* MemoryPool::find_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
+                                       cuda::CUstream stream, MemoryOwner* owner,
+                                       bool within_request, EvictionReport& report) {
   bool trimmed = false;
   bool coalesced = false;
-  for (;;) {
-    PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
-    if (b) {
-      charge(b, bytes, owner);
-      return b;
-    }
+  // One step that may make room; false when none is left.
+  auto make_more_room = [&] {
     if (!coalesced && size_class < 0) {
       coalesced = true;
-      if (coalesce_settled()) continue;
+      if (coalesce_settled()) return true;
     }
     release_idle_for(rounded);
-    if (grow(rounded, false) || grow(rounded, true)) continue;
+    if (grow(rounded, false) || grow(rounded, true)) return true;
     // Under pressure: give free segments back to the driver, then spill evictable buffers.
     if (!trimmed) {
       trimmed = true;
-      if (release_free_segments() > 0) continue;
+      if (release_free_segments() > 0) return true;
     }
     int before = report.spilled;
     evict_for(owner, within_request, [&] { return report.spilled > before; }, report);
-    if (report.spilled == before) break;
+    if (report.spilled == before) return false;
     trimmed = false;
+    return true;
+  };
+  while (make_more_room()) {
+    PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
+    if (b) return b;
   }
   fail_oom(bytes, rounded, owner, "the device is out of memory", report);
 }

@@ -263,6 +263,10 @@ class MemoryPool {
     bool operator()(const PoolBlock* a, const PoolBlock* b) const;
   };
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  bool make_room(uint64_t bytes, uint64_t rounded, MemoryOwner* owner, EvictionReport& report);
+  PoolBlock* find_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
+                             cuda::CUstream stream, MemoryOwner* owner, bool within_request,
+                             EvictionReport& report);
   PoolBlock* try_small(int size_class, cuda::CUstream stream);
   PoolBlock* try_large(uint64_t rounded, cuda::CUstream stream);
   PoolStream* tracked(cuda::CUstream stream) noexcept;
