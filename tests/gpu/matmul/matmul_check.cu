@@ -627,9 +627,11 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
       {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
   };
-  std::printf("\n== benchmark (TFLOP/s, median; ratio = plugin / cublasGemmEx) ==\n");
+    std::printf(
+      "\n== benchmark (TFLOP/s, median; ratio = plugin / cublasGemmEx at the mean of its time "
+      "before and after the plugins; drift = cuBLAS after / before) ==\n");
   std::printf("%-26s %-5s %-2s", "shape MxNxK", "dtype", "B");
-  std::printf(" %10s", "cuBLAS");
+    std::printf(" %10s %6s", "cuBLAS", "drift");
   for (auto& p : plugins) std::printf(" %12s %6s", p.name.c_str(), "ratio");
   std::printf("\n");
   cudaStream_t stream;
@@ -675,28 +677,41 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
     const cublasComputeType_t compute =
         s.dtype == GK_DTYPE_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
-    const double cublas_tflops = time_it([&](Prepared& p) {
-      // row-major out = a·op(b)  ⇔  column-major outᵀ = op(b)ᵀ·aᵀ
-      cublasGemmEx(blas, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m),
-                   int(s.k), &one, p.b.t.data, dt, int(s.tb ? s.k : s.n), p.a.t.data, dt,
-                   int(s.k), &zero, p.c.t.data, dt, int(s.n), compute, CUBLAS_GEMM_DEFAULT);
-    });
-    char shape[64];
-    std::snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)s.m, (long long)s.n,
-                  (long long)s.k);
-    std::printf("%-26s %-5s %-2s %10.1f", shape, c.tf32 ? "tf32" : dname(s.dtype),
-                s.tb ? "T" : "N", cublas_tflops);
+        auto time_cublas = [&] {
+      return time_it([&](Prepared& p) {
+        // row-major out = a·op(b)  ⇔  column-major outᵀ = op(b)ᵀ·aᵀ
+        cublasGemmEx(blas, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m),
+                     int(s.k), &one, p.b.t.data, dt, int(s.tb ? s.k : s.n), p.a.t.data, dt,
+                     int(s.k), &zero, p.c.t.data, dt, int(s.n), compute, CUBLAS_GEMM_DEFAULT);
+      });
+    };
+    // cuBLAS runs before and after the plugins and counts at its mean time: the GPU's clock
+    // drifts over a row (by several percent on the H100), which would favour one side.
+    const double cublas_before = time_cublas();
+    std::vector<double> ours;  // TFLOP/s; 0 declined, -1 failed
     for (auto& pl : plugins) {
       char reason[256] = "";
       if (pl.api->supports(pl.state, &P[0].args, reason, sizeof(reason)) != GK_OK) {
-        std::printf(" %12s %6s", "declined", "-");
+        ours.push_back(0);
         continue;
       }
       bool failed = false;
       const double tf = time_it([&](Prepared& p) {
         if (pl.api->launch(pl.state, &p.args) != GK_OK) failed = true;
       });
-      if (failed)
+      ours.push_back(failed ? -1 : tf);
+    }
+    const double cublas_after = time_cublas();
+    const double cublas_tflops = 2.0 / (1.0 / cublas_before + 1.0 / cublas_after);
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)s.m, (long long)s.n,
+                  (long long)s.k);
+    std::printf("%-26s %-5s %-2s %10.1f %6.3f", shape, c.tf32 ? "tf32" : dname(s.dtype),
+                s.tb ? "T" : "N", cublas_tflops, cublas_after / cublas_before);
+    for (double tf : ours) {
+      if (tf == 0)
+        std::printf(" %12s %6s", "declined", "-");
+      else if (tf < 0)
         std::printf(" %12s %6s", "FAILED", "-");
       else
         std::printf(" %12.1f %6.3f", tf, tf / cublas_tflops);
