@@ -40,12 +40,13 @@ constexpr int kChunkTpr = 512;
 constexpr int kChunkE = 32;
 static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
 
-// Warp-per-row blocks (128 threads) ask for 6 blocks per SM: ≤ 80 registers, no spills
-// (ptxas), 24 warps of rows in flight instead of 16 at the 96-128 registers they took
-// otherwise (f32 [32768, 1000] ran at 89% of copy with 16).
+// Blocks per SM to ask for: 768 threads, so ≤ 80 registers (ptxas: no spills) and 24
+// warps of rows in flight. Left to itself ptxas took 96-128 registers (16-20 warps):
+// f32 [32768, 1000] ran at 89% of copy that way, and bf16 [16384, 4096] dropped from 82%
+// to 76% of copy when a change elsewhere moved it from 96 to 127 (H100, 2026-11-22).
 template <int kTpr>
 constexpr int softmax_min_blocks() {
-  return kTpr == 32 ? 6 : 1;
+  return block_threads<kTpr>() >= 768 ? 1 : 768 / block_threads<kTpr>();
 }
 
 template <typename T, int kTpr, int kE, bool kVec>
