@@ -2,19 +2,19 @@
 // producer/consumer warpgroups over an mbarrier ring, persistent tile scheduler.
 // Built only for sm_90a (wgmma and setmaxnreg exist nowhere else).
 //
-// Tiling (grid = min(#tiles, #SMs) persistent CTAs, 384 threads = 3 warpgroups):
-//   for tile in blockIdx.x, +gridDim.x .. batch·⌈M/128⌉·⌈N/256⌉:   // CTA owns tile loop,
-//                                                                  // grouped 16 M-tiles
+// Tiling: clusters of 2 CTAs on vertically adjacent 128×256 tiles (1 CTA when M ≤ 128),
+// persistent, 1 CTA per SM, 384 threads = 3 warpgroups:
+//   for unit in cluster id, +#clusters .. batch·⌈M/256⌉·⌈N/256⌉:  // grouped 16 M-tiles
 //     producer warpgroup 0 (one thread, 40 regs):               // BK = 128 B of k:
-//       for kt in 0..⌈K/BK⌉: wait empty[s]; expect_tx(full[s], 48 KB);  // 64 bf16/f16, 32 f32
-//                            TMA a[128×BK] and b[256×BK] tiles → smem stage s
+//       for kt in 0..⌈K/BK⌉: wait empty[s] (freed by both CTAs); expect_tx(full[s], 48 KB);
+//                            TMA own a[128×BK]; TMA half of b[256×BK], multicast to both
 //     consumer warpgroups 1, 2 (rows 0..63 and 64..127 of the tile, 232 regs):
 //       for kt: wait full[s]; 4 × wgmma.m64n256k16 (k16 steps; tf32: m64n256k8, k8 steps)
 //               into acc[128] f32
 //               (64×256 per warpgroup, in registers); commit; wait until only this
-//               k-tile's group is pending, then arrive empty[s-1] (one k-tile in flight)
-//       epilogue from registers: act(alpha·acc + beta·out + bias[n]) → global,
-//       two adjacent columns per store when out is row-contiguous.
+//               k-tile's group is pending, then arrive empty[s-1] in both CTAs
+//       epilogue: act(alpha·acc + beta·out + bias[n]) → global; alpha-only whole tiles
+//       through shared memory as 16-byte row stores (docs/kernels/matmul.md).
 // Shared memory: kStages stages × (A 16 KB + B 32 KB), each tile in the 128-byte
 // swizzle that TMA writes and wgmma reads. A K-contiguous operand is one TMA box
 // [rows][64 k]; an M/N-contiguous one is boxes of [64 k][64 mn] read with wgmma's
