@@ -1,4 +1,5 @@
-// sm80_tuning.h — the tuning table of the sm80 mma.sync kernel (sm80_gemm_mma.cu).
+// sm80_tuning.h — the tuning tables of matmul_sm80: the mma.sync kernel (sm80_gemm_mma.cu)
+// and the 128×128 f32 SIMT kernel (simt_gemm.cu).
 //
 // One entry for every SM the kernel is built for (80, 86, 89, and 90 as a fallback where
 // matmul_sm90 declines). No measurement on an A100/RTX-class GPU has been made yet: the
@@ -14,6 +15,20 @@ struct Sm80Tuning {
   static constexpr int kBlockN = 128;
   static constexpr int kBlockK = 32;
   static constexpr int kStages = 4;  // 4 × 20 KB = 80 KB smem (≤ 99 KB on sm86/sm89)
+};
+
+// The f32 SIMT kernel with 16-byte loads (simt_gemm.cu). Not yet measured: the shape is
+// the usual well-tuned SGEMM on Ampere (128×128 per block, BK = 8, 256 threads with 8×8
+// outputs each, double-buffered smem, 2 blocks per SM at ≤ 128 registers).
+struct Sm80SimtTuning {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 128;
+  static constexpr int kBlockK = 8;
+  static constexpr int kThreads = 256;   // 16×16 threads, 8×8 outputs each
+  static constexpr int kMinBlocksPerSm = 2;  // caps registers at 128 per thread
+  // Tiles walk kGroupM M-tiles down before moving right, so blocks resident at the same
+  // time share A and B panels in L2.
+  static constexpr int kGroupM = 8;
 };
 
 }  // namespace gk::matmul

@@ -6,7 +6,8 @@
 //      random data (odd/tiny shapes, transposes, padded and unaligned strides, broadcast
 //      batches, alpha/beta, bias + relu/gelu/silu, f32 out), output poisoned with NaN;
 //   2. times the plugins against cublasGemmEx in the same process (CUDA events, warm-up,
-//      median of samples, input sets rotated so they exceed L2, random data).
+//      median of samples, input sets rotated so they exceed L2, random data; f32 rows
+//      as tf32, and as full f32 ("highest", cuBLAS CUBLAS_COMPUTE_32F)).
 // Build (no CMake needed):
 //   nvcc -std=c++17 -O2 -I abi/include -Xcompiler -fopenmp tests/gpu/matmul/matmul_check.cu \
 //        -lcublas -ldl -o matmul_check
@@ -530,6 +531,78 @@ std::vector<Case> check_cases() {
     c.name = "f64 bias+relu beta";
     cs.push_back(c);
   }
+  // f32 at precision "highest": matmul_sm80's 128×128 kernel with 16-byte loads serves the
+  // views it can read as aligned float4s (unit-stride dim, 16-byte aligned base, row and
+  // batch strides multiples of 4); its edges are partial 128×128 tiles and partial k-tiles
+  // of 8. Other views fall back to the general SIMT kernel.
+  {
+    const int64_t sizes[] = {1, 7, 127, 128, 129, 300};
+    int i = 0;
+    for (int64_t m : sizes)
+      for (int64_t n : sizes)
+        for (int64_t k : sizes) {
+          Case c;
+          c.dtype = c.out_dtype = GK_DTYPE_F32;
+          c.m = m, c.n = n, c.k = k;
+          c.ta = i % 2;
+          c.tb = (i / 2) % 2;
+          ++i;
+          // Rows padded to a multiple of 4 elements where that is possible with one pad
+          // for a and b, so that most cases take the float4 path.
+          const int64_t a_row = c.ta ? m : k, b_row = c.tb ? k : n;
+          const int64_t pad = (4 - a_row % 4) % 4;
+          if ((b_row + pad) % 4 == 0) c.pad = pad;
+          c.name = "f32 highest shape sweep";
+          cs.push_back(c);
+        }
+  }
+  {
+    Case c;
+    c.dtype = c.out_dtype = GK_DTYPE_F32;
+    c.m = 129, c.n = 301, c.k = 129, c.pad = 3;  // every row 16-byte aligned via the pad
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        c.ta = ta, c.tb = tb;
+        c.name = "f32 highest transposes, rows padded to 16 B";
+        cs.push_back(c);
+      }
+    c.ta = false, c.tb = false, c.pad = 0;
+    c.m = 200, c.n = 384, c.k = 512;
+    c.a_batch = {3};
+    c.b_batch = {3};
+    c.name = "f32 highest batched [3]";
+    cs.push_back(c);
+    c.tb = true, c.b_batch = {};
+    c.name = "f32 highest batched a[3], b broadcast, B transposed";
+    cs.push_back(c);
+    c.ta = true, c.tb = false, c.a_batch = {2, 1}, c.b_batch = {3};
+    c.name = "f32 highest batched a[2,1] × b[3], A transposed";
+    cs.push_back(c);
+    c.ta = false, c.a_batch = {70000}, c.b_batch = {70000};
+    c.m = c.n = c.k = 4;
+    c.name = "f32 highest batched [70000] (grid z slices)";
+    cs.push_back(c);
+    c.a_batch = {}, c.b_batch = {};
+    c.m = 129, c.n = 300, c.k = 128;
+    c.alpha = 0.5, c.beta = -1.25, c.bias = true, c.act = "relu";
+    c.name = "f32 highest alpha/beta, bias+relu, edge tiles";
+    cs.push_back(c);
+    c.tb = true, c.act = "gelu";
+    c.name = "f32 highest alpha/beta, bias+gelu, B transposed";
+    cs.push_back(c);
+    c.alpha = 1.5, c.beta = 0.0, c.bias = false, c.act = "none", c.tb = false;
+    c.m = 256, c.n = 384, c.k = 300;
+    c.name = "f32 highest alpha, whole tiles";
+    cs.push_back(c);
+    c.alpha = 1.0;
+    c.m = 300, c.n = 520, c.k = 264;
+    c.misalign = 1;  // a not 16-byte aligned: the general kernel
+    c.name = "f32 highest a misaligned by 1 element";
+    cs.push_back(c);
+    c.misalign = 0, c.pad = 1;  // rows not 16-byte aligned: the general kernel
+    c.name = "f32 highest padded rows (+1, unaligned)";
+    cs.push_back(c);
+  }
   // tf32 (precision="tf32"). matmul_sm90 reads K-major a and b only: a [M, K] and b given
   // as [N, K] (transpose_b); it declines the other layouts, and rows that are not 16-byte
   // aligned (K = 7).
@@ -602,6 +675,15 @@ std::vector<Case> check_cases() {
     c.name = "tf32 4096³ B transposed (24 sampled rows)";
     cs.push_back(c);
   }
+  for (int tb = 0; tb < 2; ++tb) {
+    Case c;
+    c.dtype = c.out_dtype = GK_DTYPE_F32;
+    c.m = c.n = c.k = 4096;
+    c.tb = tb;
+    c.check_rows = 24;
+    c.name = "f32 highest 4096³ (24 sampled rows)";
+    cs.push_back(c);
+  }
   return cs;
 }
 
@@ -610,6 +692,7 @@ struct BenchShape {
   int64_t m, n, k;
   int dtype;  // f32 runs as tf32 (precision="tf32"; cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32)
   bool tb;
+  bool highest = false;  // f32 at precision "highest" (cuBLAS: CUBLAS_COMPUTE_32F)
 };
 
 double median(std::vector<double> v) {
@@ -626,6 +709,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       {1, 14336, 4096, GK_DTYPE_BF16, true},    {16, 14336, 4096, GK_DTYPE_BF16, true},
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
       {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
+      {4096, 4096, 4096, GK_DTYPE_F32, false, true}, {4096, 4096, 4096, GK_DTYPE_F32, true, true},
   };
     std::printf(
       "\n== benchmark (TFLOP/s, median; ratio = plugin / cublasGemmEx at the mean of its time "
@@ -642,7 +726,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
     Case c;
     c.dtype = c.out_dtype = s.dtype;
     c.m = s.m, c.n = s.n, c.k = s.k, c.tb = s.tb;
-    c.tf32 = s.dtype == GK_DTYPE_F32;
+    c.tf32 = s.dtype == GK_DTYPE_F32 && !s.highest;
     const double set_bytes = double(s.m * s.k + s.k * s.n) * double(dsize(s.dtype));
     const int sets = int(std::min(8.0, std::max(1.0, std::ceil(128e6 / set_bytes))));
     std::vector<Prepared> P(sets);
@@ -675,7 +759,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
                               : s.dtype == GK_DTYPE_BF16 ? CUDA_R_16BF
                                                          : CUDA_R_16F;
     const cublasComputeType_t compute =
-        s.dtype == GK_DTYPE_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        c.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
         auto time_cublas = [&] {
       return time_it([&](Prepared& p) {
