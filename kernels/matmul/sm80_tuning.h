@@ -17,9 +17,10 @@ struct Sm80Tuning {
   static constexpr int kStages = 4;  // 4 × 20 KB = 80 KB smem (≤ 99 KB on sm86/sm89)
 };
 
-// The f32 SIMT kernel with 16-byte loads (simt_gemm.cu). Not yet measured: the shape is
-// the usual well-tuned SGEMM on Ampere (128×128 per block, BK = 8, 256 threads with 8×8
-// outputs each, double-buffered smem, 2 blocks per SM at ≤ 128 registers).
+// The f32 SIMT kernel with 16-byte loads (simt_gemm.cu): the usual well-tuned SGEMM shape
+// on Ampere (128×128 per block, BK = 8, 256 threads with 8×8 outputs each, double-buffered
+// smem, 2 blocks per SM at ≤ 128 registers). H100: 4096³ 40.9 TFLOP/s, 0.79-0.80× cuBLAS
+// (perf/results/h100/2026-11-22_simt/); BK = 16 and cp.async not tried yet.
 struct Sm80SimtTuning {
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 128;
