@@ -87,6 +87,27 @@ TEST(DLPack, export_then_import_shares_memory_and_releases_once) {
   gk_tensor_release(back);  // runs the export's deleter, which drops the last reference
 }
 
+// A tensor imported from its own runtime's export holds no reference to the runtime of its
+// own: the export's tensor does. Both must outlive gk_runtime_destroy and the exported
+// tensor's release, in this runtime and in another one (ASan checks the frees).
+TEST(DLPack, imported_tensors_keep_their_runtime_after_destroy_and_release) {
+  for (bool same_runtime : {true, false}) {
+    RuntimePtr rt = make_runtime(test_options());
+    RuntimePtr other = make_runtime(test_options());
+    TensorPtr t = tensor_from(rt.get(), {1, 2, 3}, {3});
+    DLManagedTensorVersioned* m = nullptr;
+    ASSERT_EQ(gk_tensor_to_dlpack_versioned(t.get(), 0, &m), GK_OK) << last_error();
+    gk_tensor* back = nullptr;
+    gk_runtime* importer = same_runtime ? rt.get() : other.get();
+    ASSERT_EQ(gk_tensor_from_dlpack_versioned(importer, m, &back), GK_OK) << last_error();
+    t.reset();
+    rt.reset();
+    other.reset();
+    EXPECT_EQ(read_f32(back, 3), (std::vector<float>{1, 2, 3})) << same_runtime;
+    gk_tensor_release(back);  // the last holder: both runtimes go now
+  }
+}
+
 TEST(DLPack, legacy_export_and_import) {
   RuntimePtr rt = make_runtime(test_options());
   TensorPtr t = tensor_from(rt.get(), {7, 8}, {2});

@@ -16,9 +16,11 @@ inline Runtime& runtime_of(const gk_runtime* runtime, const char* function) {
 // A tensor's descriptor with explicit strides.
 gk_tensor_desc desc_of(const gk_tensor& t);
 
-// A new tensor (one reference) over `data`, from a checked descriptor with explicit
-// strides; the caller sets what owns the memory (allocation, or release and its context).
-gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
+// A new tensor (one reference) of `runtime` over `data`, from a checked descriptor with
+// explicit strides; the caller sets what owns the memory (allocation, or release and its
+// context). `owner` keeps the runtime alive: empty only when the release context does (see
+// gk_tensor::runtime_owner).
+gk_tensor* new_tensor(Runtime& runtime, std::shared_ptr<Runtime> owner, const Device& device,
                       const gk_tensor_desc& d, void* data);
 
 // A new tensor (one reference) over fresh memory of `device`, allocated in the order of the

@@ -22,10 +22,11 @@ gk_tensor_desc desc_of(const gk_tensor& t) {
   return d;
 }
 
-gk_tensor* new_tensor(std::shared_ptr<Runtime> runtime, const Device& device,
+gk_tensor* new_tensor(Runtime& runtime, std::shared_ptr<Runtime> owner, const Device& device,
                       const gk_tensor_desc& d, void* data) {
   auto* t = new gk_tensor();
-  t->runtime = std::move(runtime);
+  t->runtime = &runtime;
+  t->runtime_owner = std::move(owner);
   t->device = &device;
   t->dtype = d.dtype;
   t->ndim = d.ndim;
@@ -40,7 +41,7 @@ gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& 
                          const gk_tensor_desc& d, cuda::CUstream stream) {
   uint64_t bytes = uint64_t(numel(d)) * dtype_size(d.dtype);
   auto allocation = make_allocation(*runtime, device, bytes, stream);
-  gk_tensor* t = new_tensor(runtime, device, d, allocation->ptr);
+  gk_tensor* t = new_tensor(*runtime, runtime, device, d, allocation->ptr);
   t->allocation = std::move(allocation);
   return t;
 }
@@ -165,7 +166,8 @@ GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
                                     ", outside the buffer's " + std::to_string(allocation->size));
     }
     void* data = static_cast<char*>(allocation->ptr) + byte_offset;
-    gk_tensor* t = gk::new_tensor(allocation->runtime.shared_from_this(), allocation->device, d, data);
+    gk::Runtime& rt = allocation->runtime;
+    gk_tensor* t = gk::new_tensor(rt, rt.shared_from_this(), allocation->device, d, data);
     t->data_offset = byte_offset;
     t->allocation = std::move(allocation);
     *out = t;
@@ -181,7 +183,7 @@ GK_API gk_status gk_tensor_from_external(gk_runtime* runtime, int32_t device, vo
     gk_tensor_desc d = gk::checked_desc(desc, "gk_tensor_from_external");
     if (!data && gk::numel(d) > 0) gk::require_arg(data, "gk_tensor_from_external", "data");
     const gk::Device& dev = rt.devices().at(device);
-    gk_tensor* t = gk::new_tensor(runtime->impl, dev, d, data);
+    gk_tensor* t = gk::new_tensor(rt, runtime->impl, dev, d, data);
     t->release = release;
     t->release_context = context;
     *out = t;
@@ -193,7 +195,13 @@ GK_API void gk_tensor_retain(gk_tensor* tensor) {
 }
 
 GK_API void gk_tensor_release(gk_tensor* tensor) {
-  if (tensor && tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete tensor;
+  if (!tensor) return;
+  // The only reference (no other holder can add one meanwhile) goes without an atomic
+  // read-modify-write; the acquire load orders the other holders' releases before the delete.
+  if (tensor->refs.load(std::memory_order_acquire) == 1 ||
+      tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete tensor;
+  }
 }
 
 GK_API gk_status gk_tensor_get_desc(const gk_tensor* tensor, gk_tensor_desc* out) {

@@ -10,6 +10,7 @@
 
 #include "capi/capi_util.h"
 #include "common/dtype.h"
+#include "common/recycled_blocks.h"
 #include "dispatch/op_schema.h"
 #include "gpukit/gpukit_dlpack.h"
 
@@ -136,13 +137,16 @@ gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* functio
   d.ndim = t.ndim;
   if (t.ndim > 0 && !t.shape) fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape is NULL");
   for (int32_t k = 0; k < t.ndim; ++k) d.shape[k] = t.shape[k];
-  for (int32_t k = 0; k < t.ndim; ++k) {
-    if (d.shape[k] < 0) {
-      fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) +
-                                    " has a negative dimension");
-    }
+  bool negative = false;
+  for (int32_t k = 0; k < t.ndim; ++k) negative |= d.shape[k] < 0;
+  if (negative) {
+    fail(GK_INVALID_ARGUMENT,
+         std::string(function) + ": shape " + shape_text(d) + " has a negative dimension");
   }
-  int64_t count = numel(d);
+  int64_t count = 1;
+  for (int32_t k = 0; k < t.ndim; ++k) count *= d.shape[k];
+  // gk_dtype_of accepted the dtype: whole bytes (bool is 8 bits).
+  const int64_t size = t.dtype.bits / 8;
   if (t.strides) {
     d.has_strides = 1;
     for (int32_t k = 0; k < t.ndim; ++k) d.strides[k] = t.strides[k];
@@ -153,7 +157,7 @@ gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* functio
         __int128 r = __int128(d.shape[k] - 1) * d.strides[k];
         reach += r < 0 ? -r : r;
       }
-      if (reach * __int128(dtype_size(d.dtype)) > __int128(INT64_MAX)) {
+      if (reach * size > __int128(INT64_MAX)) {
         fail(GK_INVALID_ARGUMENT, std::string(function) + ": strides of shape " + shape_text(d) +
                                       " reach beyond 2^63 bytes");
       }
@@ -167,9 +171,9 @@ gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* functio
     if (!p) fail(GK_INVALID_ARGUMENT, std::string(function) + ": data is NULL for " +
                                           std::to_string(count) + " elements");
     p += t.byte_offset;
-    if (reinterpret_cast<uintptr_t>(p) % dtype_size(d.dtype) != 0) {
+    if (reinterpret_cast<uintptr_t>(p) % size != 0) {
       fail(GK_INVALID_ARGUMENT, std::string(function) + ": data + byte_offset is not aligned to " +
-                                    std::to_string(dtype_size(d.dtype)) + "-byte " +
+                                    std::to_string(size) + "-byte " +
                                     dtype_name(d.dtype) + " elements");
     }
   } else if (p) {
@@ -202,8 +206,9 @@ void fill_dl(const gk_tensor& t, void* data, int64_t* shape, int64_t* strides, D
   out->byte_offset = 0;
 }
 
+// In recycled storage: a DLPack exchange makes and drops one per call.
 template <typename Managed>
-struct Export {
+struct Export : RecycledStorage {
   Managed managed{};
   int64_t shape[GK_MAX_DIMS] = {};
   int64_t strides[GK_MAX_DIMS] = {};
@@ -228,6 +233,10 @@ struct Export {
   }
 };
 
+static_assert(recycled_size_index(sizeof(Export<DLManagedTensorVersioned>)) >= 0 &&
+                  recycled_size_index(sizeof(Export<DLManagedTensor>)) >= 0,
+              "add a larger recycled block size");
+
 template <typename Managed>
 void release_managed(void* context) {
   auto* m = static_cast<Managed*>(context);
@@ -241,9 +250,15 @@ void import_managed(gk_runtime* runtime, Managed* managed, bool read_only, const
   int32_t device = device_of(rt, managed->dl_tensor.device, function);
   void* data = nullptr;
   gk_tensor_desc d = desc_of_dl(managed->dl_tensor, read_only, function, &data);
+  // This runtime's own export holds its tensor, and so the runtime, until the deleter runs
+  // (the imported tensor's release): the tensor needs no reference of its own to it.
+  bool own_export =
+      managed->deleter == &Export<Managed>::deleter &&
+      static_cast<Export<Managed>*>(managed->manager_ctx)->tensor->runtime == &rt;
   // desc_of_dl checked all that gk_tensor_from_external checks (dtype, ndim, dimensions,
   // data), so the tensor is made directly, without a second round of checks.
-  gk_tensor* t = new_tensor(runtime->impl, rt.devices().at(device), d, data);
+  gk_tensor* t = new_tensor(rt, own_export ? nullptr : runtime->impl, rt.devices().at(device), d,
+                            data);
   t->release = &release_managed<Managed>;
   t->release_context = managed;
   *out = t;

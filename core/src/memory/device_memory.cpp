@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/recycled_blocks.h"
 #include "memory/charge_scope.h"
 #include "runtime/runtime.h"
 
@@ -241,116 +242,11 @@ void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream st
   pool(device).free_raw(ptr, stream, "host.free");
 }
 
-// ---- recycled Allocation storage --------------------------------------------------------
-
-namespace {
-
-// The heap blocks that hold an Allocation and its shared_ptr counts. malloc + free of one
-// cost about 140 instructions per gk_buffer_alloc + gk_buffer_free pair (callgrind), about
-// 15% of it, so each thread keeps a few freed blocks for its next allocations. The cache is
-// per thread, not per pool: a block is released after ~Allocation, when the pool (and the
-// runtime) may already be gone. A block freed on another thread than the one that made it
-// just joins that thread's cache; blocks come from plain operator new, so any thread may
-// delete them.
-constexpr size_t kRecycledBlockBytes = 128;
-constexpr int kRecycledBlocksPerThread = 32;
-
-struct FreeBlock {
-  FreeBlock* next;
-};
-
-struct BlockCache {
-  FreeBlock* head = nullptr;
-  int count = 0;
-  // block_cache_drain is constructed (so it runs at thread exit) and has not run yet.
-  bool open = false;
-  bool drained = false;  // it has run: the thread is exiting
-};
-
-// Trivially destructible, so it stays usable while the thread exits: other thread_local
-// destructors (and, on the main thread, static destructors) may free Allocations after the
-// drain below has run.
-constinit thread_local BlockCache block_cache;
-
-struct BlockCacheDrain {
-  bool constructed = false;
-  ~BlockCacheDrain() {
-    block_cache.open = false;  // from now on, frees on this thread bypass the cache
-    block_cache.drained = true;
-    while (FreeBlock* b = block_cache.head) {
-      block_cache.head = b->next;
-      ::operator delete(b);
-    }
-    block_cache.count = 0;
-  }
-};
-thread_local BlockCacheDrain block_cache_drain;
-
-void* take_recycled_block() {
-  BlockCache& cache = block_cache;
-  if (FreeBlock* b = cache.head) {
-    cache.head = b->next;
-    --cache.count;
-    return b;
-  }
-  return ::operator new(kRecycledBlockBytes);
-}
-
-// The first free on a thread, a full cache, or a thread that is exiting.
-[[gnu::noinline]] void give_back_recycled_block_slow(void* p) noexcept {
-  BlockCache& cache = block_cache;
-  if (!cache.open && !cache.drained) {
-    block_cache_drain.constructed = true;  // this first use constructs it
-    cache.open = true;
-  }
-  if (cache.open && cache.count < kRecycledBlocksPerThread) {
-    cache.head = new (p) FreeBlock{cache.head};
-    ++cache.count;
-    return;
-  }
-  ::operator delete(p);
-}
-
-void give_back_recycled_block(void* p) noexcept {
-  // One thread-local lookup on the common path (each costs a __tls_get_addr call).
-  BlockCache& cache = block_cache;
-  if (cache.open && cache.count < kRecycledBlocksPerThread) {
-    cache.head = new (p) FreeBlock{cache.head};
-    ++cache.count;
-    return;
-  }
-  give_back_recycled_block_slow(p);
-}
-
-// For std::allocate_shared<Allocation>: one block of kRecycledBlockBytes per object.
-template <typename T>
-struct RecyclingAllocator {
-  using value_type = T;
-  RecyclingAllocator() = default;
-  template <typename U>
-  RecyclingAllocator(const RecyclingAllocator<U>&) noexcept {}
-
-  T* allocate(size_t n) {
-    static_assert(sizeof(T) <= kRecycledBlockBytes, "raise kRecycledBlockBytes");
-    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
-    return static_cast<T*>(take_recycled_block());
-  }
-  void deallocate(T* p, size_t n) noexcept {
-    if (n != 1) return ::operator delete(p);
-    give_back_recycled_block(p);
-  }
-  template <typename U>
-  bool operator==(const RecyclingAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-
-}  // namespace
-
 std::shared_ptr<Allocation> make_allocation(Runtime& runtime, const Device& device,
                                             uint64_t size, cuda::CUstream stream,
                                             MemoryOwner* owner, bool evictable) {
+  // The Allocation and its counts in one recycled block: a malloc + free of it cost about 140
+  // instructions per gk_buffer_alloc + gk_buffer_free pair (callgrind), about 15% of it.
   return std::allocate_shared<Allocation>(RecyclingAllocator<Allocation>(), runtime, device,
                                           size, stream, owner, evictable);
 }

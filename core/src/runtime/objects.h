@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/recycled_blocks.h"
 #include "gpukit/gpukit.h"
 #include "memory/device_memory.h"
 #include "runtime/runtime.h"
@@ -28,9 +29,14 @@ struct gk_event {
   gk::cuda::CUevent native;  // nullptr on the cpu device
 };
 
-struct gk_tensor {
+// In recycled storage: the DLPack exchange and op outputs make and drop one per call.
+struct gk_tensor : gk::RecycledStorage {
   std::atomic<int32_t> refs{1};
-  std::shared_ptr<gk::Runtime> runtime;
+  gk::Runtime* runtime = nullptr;
+  // Keeps `runtime` alive. Empty only when the release callback's context does so until the
+  // callback has run (a tensor imported from this runtime's own DLPack export holds the
+  // exported tensor): read `runtime`, never copy this to keep the runtime.
+  std::shared_ptr<gk::Runtime> runtime_owner;
   const gk::Device* device = nullptr;
   int32_t dtype = 0;
   int32_t ndim = 0;
@@ -47,6 +53,7 @@ struct gk_tensor {
     if (release) release(release_context);
   }
 };
+static_assert(gk::recycled_size_index(sizeof(gk_tensor)) >= 0, "add a larger recycled block size");
 
 struct gk_memory_owner {
   std::shared_ptr<gk::Runtime> runtime;

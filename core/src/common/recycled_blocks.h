@@ -1,0 +1,78 @@
+// Heap blocks of a few fixed sizes, recycled per thread: the small objects made and dropped on
+// the hot paths (an Allocation with its shared_ptr counts, a gk_tensor, a DLPack export) take
+// a freed block of the calling thread instead of a malloc + free each.
+//
+// The free lists are per thread, not per pool or runtime: a block is given back after its
+// object's destructor, when the pool (and the runtime) may already be gone. A block given
+// back on another thread than the one that took it just joins that thread's list; blocks
+// come from plain operator new, so any thread may delete them. Each thread keeps at most
+// kRecycledBlocksPerSize blocks of each size; its lists are emptied when it exits, and
+// blocks given back after that (by other thread_local destructors, or static destructors on
+// the main thread) go straight to operator delete.
+#pragma once
+
+#include <cstddef>
+#include <new>
+
+namespace gk {
+
+// The block sizes, smallest first. An object takes a block of the smallest size that holds it.
+inline constexpr size_t kRecycledBlockSizes[] = {128, 256};
+inline constexpr int kRecycledBlockSizeCount = 2;
+inline constexpr int kRecycledBlocksPerSize = 32;
+
+// The index in kRecycledBlockSizes of the blocks for `bytes`, or -1 when it is larger.
+constexpr int recycled_size_index(size_t bytes) {
+  for (int i = 0; i < kRecycledBlockSizeCount; ++i) {
+    if (bytes <= kRecycledBlockSizes[i]) return i;
+  }
+  return -1;
+}
+
+// A block of kRecycledBlockSizes[index] bytes; throws std::bad_alloc like operator new.
+void* take_recycled_block(int index);
+// Gives back a block that take_recycled_block(index) returned (on any thread).
+void give_back_recycled_block(void* block, int index) noexcept;
+
+// Storage of `bytes`: a recycled block when one is large enough, else operator new.
+inline void* take_storage(size_t bytes) {
+  int index = recycled_size_index(bytes);
+  return index >= 0 ? take_recycled_block(index) : ::operator new(bytes);
+}
+inline void give_back_storage(void* p, size_t bytes) noexcept {
+  int index = recycled_size_index(bytes);
+  if (index >= 0) {
+    give_back_recycled_block(p, index);
+  } else {
+    ::operator delete(p);
+  }
+}
+
+// A base that gives a class recycled storage for `new` and `delete`. The size `delete` sees
+// is that of the static type: use it only for classes deleted through their own type.
+struct RecycledStorage {
+  static void* operator new(size_t bytes) { return take_storage(bytes); }
+  static void operator delete(void* p, size_t bytes) noexcept { give_back_storage(p, bytes); }
+};
+
+// For std::allocate_shared: the object and its shared_ptr counts in one recycled block.
+template <typename T>
+struct RecyclingAllocator {
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <typename U>
+  RecyclingAllocator(const RecyclingAllocator<U>&) noexcept {}
+
+  T* allocate(size_t n) {
+    static_assert(recycled_size_index(sizeof(T)) >= 0, "add a larger recycled block size");
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    return static_cast<T*>(take_storage(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept { give_back_storage(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const RecyclingAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace gk
