@@ -48,7 +48,7 @@ constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;  // NVIDIA's advice for Hop
 constexpr size_t kMaxCachedPlans = 1024;
 // Streams that get a cached workspace; calls on further streams allocate per call.
 constexpr size_t kMaxCachedWorkspaces = 16;
-constexpr int kTuneCandidates = 16;
+constexpr int kTuneCandidates = 8;
 // Timed runs per candidate, in rounds that take every candidate in turn (so a clock that
 // ramps up during timing favours none), after one warm-up run each; the median counts.
 constexpr int kTuneRounds = 5;
