@@ -24,30 +24,49 @@ struct DLPackCode {
 
 DLPackCode dl_dtype_of(int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return {kDLFloat, 32};
-    case GK_DTYPE_F64: return {kDLFloat, 64};
-    case GK_DTYPE_F16: return {kDLFloat, 16};
-    case GK_DTYPE_BF16: return {kDLBfloat, 16};
-    case GK_DTYPE_I8: return {kDLInt, 8};
-    case GK_DTYPE_I16: return {kDLInt, 16};
-    case GK_DTYPE_I32: return {kDLInt, 32};
-    case GK_DTYPE_I64: return {kDLInt, 64};
-    case GK_DTYPE_U8: return {kDLUInt, 8};
-    case GK_DTYPE_BOOL: return {kDLBool, 8};
-    default: fail(GK_INTERNAL, "tensor dtype " + std::to_string(dtype) + " has no DLPack code");
+    case GK_DTYPE_F32:
+      return {kDLFloat, 32};
+    case GK_DTYPE_F64:
+      return {kDLFloat, 64};
+    case GK_DTYPE_F16:
+      return {kDLFloat, 16};
+    case GK_DTYPE_BF16:
+      return {kDLBfloat, 16};
+    case GK_DTYPE_I8:
+      return {kDLInt, 8};
+    case GK_DTYPE_I16:
+      return {kDLInt, 16};
+    case GK_DTYPE_I32:
+      return {kDLInt, 32};
+    case GK_DTYPE_I64:
+      return {kDLInt, 64};
+    case GK_DTYPE_U8:
+      return {kDLUInt, 8};
+    case GK_DTYPE_BOOL:
+      return {kDLBool, 8};
+    default:
+      fail(GK_INTERNAL, "tensor dtype " + std::to_string(dtype) + " has no DLPack code");
   }
 }
 
 const char* dl_code_name(uint8_t code) {
   switch (code) {
-    case kDLInt: return "int";
-    case kDLUInt: return "uint";
-    case kDLFloat: return "float";
-    case kDLOpaqueHandle: return "opaque handle";
-    case kDLBfloat: return "bfloat";
-    case kDLComplex: return "complex";
-    case kDLBool: return "bool";
-    default: return code >= 7 && code <= 17 ? "float8/6/4" : "unknown";
+    case kDLInt:
+      return "int";
+    case kDLUInt:
+      return "uint";
+    case kDLFloat:
+      return "float";
+    case kDLOpaqueHandle:
+      return "opaque handle";
+    case kDLBfloat:
+      return "bfloat";
+    case kDLComplex:
+      return "complex";
+    case kDLBool:
+      return "bool";
+    default:
+      return code >= 7 && code <= 17 ? "float8/6/4" : "unknown";
   }
 }
 
@@ -56,25 +75,36 @@ int32_t gk_dtype_of(const DLDataType& t, const char* function) {
   if (t.lanes == 1) {
     switch (t.code) {
       case kDLFloat:
-        dtype = t.bits == 32 ? GK_DTYPE_F32 : t.bits == 64 ? GK_DTYPE_F64
-                                              : t.bits == 16 ? GK_DTYPE_F16 : 0;
+        dtype = t.bits == 32   ? GK_DTYPE_F32
+                : t.bits == 64 ? GK_DTYPE_F64
+                : t.bits == 16 ? GK_DTYPE_F16
+                               : 0;
         break;
-      case kDLBfloat: dtype = t.bits == 16 ? GK_DTYPE_BF16 : 0; break;
+      case kDLBfloat:
+        dtype = t.bits == 16 ? GK_DTYPE_BF16 : 0;
+        break;
       case kDLInt:
-        dtype = t.bits == 8 ? GK_DTYPE_I8 : t.bits == 16 ? GK_DTYPE_I16
-                                          : t.bits == 32 ? GK_DTYPE_I32
-                                          : t.bits == 64 ? GK_DTYPE_I64 : 0;
+        dtype = t.bits == 8    ? GK_DTYPE_I8
+                : t.bits == 16 ? GK_DTYPE_I16
+                : t.bits == 32 ? GK_DTYPE_I32
+                : t.bits == 64 ? GK_DTYPE_I64
+                               : 0;
         break;
-      case kDLUInt: dtype = t.bits == 8 ? GK_DTYPE_U8 : 0; break;
-      case kDLBool: dtype = t.bits == 8 ? GK_DTYPE_BOOL : 0; break;
-      default: break;
+      case kDLUInt:
+        dtype = t.bits == 8 ? GK_DTYPE_U8 : 0;
+        break;
+      case kDLBool:
+        dtype = t.bits == 8 ? GK_DTYPE_BOOL : 0;
+        break;
+      default:
+        break;
     }
   }
   if (!dtype) {
     fail(GK_INVALID_ARGUMENT,
-         std::string(function) + ": unsupported DLPack dtype " + dl_code_name(t.code) +
-             " (code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) +
-             ", lanes " + std::to_string(t.lanes) +
+         std::string(function) + ": unsupported DLPack dtype " + dl_code_name(t.code) + " (code " +
+             std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
+             std::to_string(t.lanes) +
              "); supported with lanes 1: float 16/32/64, bfloat 16, int 8/16/32/64, uint 8, "
              "bool 8");
   }
@@ -83,22 +113,38 @@ int32_t gk_dtype_of(const DLDataType& t, const char* function) {
 
 const char* dl_device_name(int32_t type) {
   switch (type) {
-    case kDLCPU: return "kDLCPU";
-    case kDLCUDA: return "kDLCUDA";
-    case kDLCUDAHost: return "kDLCUDAHost";
-    case kDLOpenCL: return "kDLOpenCL";
-    case kDLVulkan: return "kDLVulkan";
-    case kDLMetal: return "kDLMetal";
-    case kDLVPI: return "kDLVPI";
-    case kDLROCM: return "kDLROCM";
-    case kDLROCMHost: return "kDLROCMHost";
-    case kDLExtDev: return "kDLExtDev";
-    case kDLCUDAManaged: return "kDLCUDAManaged";
-    case kDLOneAPI: return "kDLOneAPI";
-    case kDLWebGPU: return "kDLWebGPU";
-    case kDLHexagon: return "kDLHexagon";
-    case kDLMAIA: return "kDLMAIA";
-    default: return "unknown";
+    case kDLCPU:
+      return "kDLCPU";
+    case kDLCUDA:
+      return "kDLCUDA";
+    case kDLCUDAHost:
+      return "kDLCUDAHost";
+    case kDLOpenCL:
+      return "kDLOpenCL";
+    case kDLVulkan:
+      return "kDLVulkan";
+    case kDLMetal:
+      return "kDLMetal";
+    case kDLVPI:
+      return "kDLVPI";
+    case kDLROCM:
+      return "kDLROCM";
+    case kDLROCMHost:
+      return "kDLROCMHost";
+    case kDLExtDev:
+      return "kDLExtDev";
+    case kDLCUDAManaged:
+      return "kDLCUDAManaged";
+    case kDLOneAPI:
+      return "kDLOneAPI";
+    case kDLWebGPU:
+      return "kDLWebGPU";
+    case kDLHexagon:
+      return "kDLHexagon";
+    case kDLMAIA:
+      return "kDLMAIA";
+    default:
+      return "unknown";
   }
 }
 
@@ -123,59 +169,65 @@ int32_t device_of(const Runtime& rt, const DLDevice& d, const char* function) {
                                 "); supported: kDLCPU, kDLCUDAHost, kDLCUDA, kDLCUDAManaged");
 }
 
+// The failures of desc_of_dl, out of line: building their messages inline made every
+// import save and restore registers and zero a larger frame for strings it never builds.
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_ndim(const char* function, int32_t ndim) {
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": ndim " + std::to_string(ndim) +
+                                " is outside 0.." + std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_shape(const char* function,
+                                                          const gk_tensor_desc& d,
+                                                          const char* problem) {
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) + problem);
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_data(const char* function, int64_t count,
+                                                         int32_t dtype, int64_t size) {
+  if (count < 0) {
+    fail(GK_INVALID_ARGUMENT,
+         std::string(function) + ": data is NULL for " + std::to_string(-count) + " elements");
+  }
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": data + byte_offset is not aligned to " +
+                                std::to_string(size) + "-byte " + dtype_name(dtype) + " elements");
+}
+
 // A descriptor for a DLTensor, checked; `data` receives the address of element 0.
-gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* function,
-                          void** data) {
-  gk_tensor_desc d{};
+gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* function, void** data) {
+  gk_tensor_desc d{};  // dims past ndim stay 0: tensors are compared and hashed whole
   d.struct_size = sizeof(d);
   d.dtype = gk_dtype_of(t.dtype, function);
-  if (t.ndim < 0 || t.ndim > GK_MAX_DIMS) {
-    fail(GK_INVALID_ARGUMENT, std::string(function) + ": ndim " + std::to_string(t.ndim) +
-                                  " is outside 0.." + std::to_string(GK_MAX_DIMS) +
-                                  " (GK_MAX_DIMS)");
-  }
+  if (t.ndim < 0 || t.ndim > GK_MAX_DIMS) fail_dl_ndim(function, t.ndim);
   d.ndim = t.ndim;
   if (t.ndim > 0 && !t.shape) fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape is NULL");
-  for (int32_t k = 0; k < t.ndim; ++k) d.shape[k] = t.shape[k];
-  bool negative = false;
-  for (int32_t k = 0; k < t.ndim; ++k) negative |= d.shape[k] < 0;
-  if (negative) {
-    fail(GK_INVALID_ARGUMENT,
-         std::string(function) + ": shape " + shape_text(d) + " has a negative dimension");
-  }
   int64_t count = 1;
-  for (int32_t k = 0; k < t.ndim; ++k) count *= d.shape[k];
+  bool negative = false;
+  for (int32_t k = 0; k < t.ndim; ++k) {
+    d.shape[k] = t.shape[k];
+    negative |= t.shape[k] < 0;
+    count *= t.shape[k];
+  }
+  if (negative) fail_dl_shape(function, d, " has a negative dimension");
   // gk_dtype_of accepted the dtype: whole bytes (bool is 8 bits).
   const int64_t size = t.dtype.bits / 8;
+  d.has_strides = 1;
   if (t.strides) {
-    d.has_strides = 1;
-    for (int32_t k = 0; k < t.ndim; ++k) d.strides[k] = t.strides[k];
     // The farthest element must be addressable: |(shape-1)·stride| summed, in bytes.
-    if (count > 0) {
-      __int128 reach = 0;
-      for (int32_t k = 0; k < t.ndim; ++k) {
-        __int128 r = __int128(d.shape[k] - 1) * d.strides[k];
-        reach += r < 0 ? -r : r;
-      }
-      if (reach * size > __int128(INT64_MAX)) {
-        fail(GK_INVALID_ARGUMENT, std::string(function) + ": strides of shape " + shape_text(d) +
-                                      " reach beyond 2^63 bytes");
-      }
+    __int128 reach = 0;
+    for (int32_t k = 0; k < t.ndim; ++k) {
+      d.strides[k] = t.strides[k];
+      const __int128 r = __int128(t.shape[k] - 1) * t.strides[k];
+      reach += r < 0 ? -r : r;
     }
+    if (count > 0 && reach * size > __int128(INT64_MAX))
+      fail_dl_shape(function, d, " with these strides reaches beyond 2^63 bytes");
   } else {
     fill_contiguous_strides(&d);
   }
-  if (read_only) d.flags |= GK_TENSOR_READ_ONLY;
+  d.flags = read_only ? GK_TENSOR_READ_ONLY : 0;
   char* p = static_cast<char*>(t.data);
   if (count > 0) {
-    if (!p) fail(GK_INVALID_ARGUMENT, std::string(function) + ": data is NULL for " +
-                                          std::to_string(count) + " elements");
+    if (!p) fail_dl_data(function, -count, d.dtype, size);
     p += t.byte_offset;
-    if (reinterpret_cast<uintptr_t>(p) % size != 0) {
-      fail(GK_INVALID_ARGUMENT, std::string(function) + ": data + byte_offset is not aligned to " +
-                                    std::to_string(size) + "-byte " +
-                                    dtype_name(d.dtype) + " elements");
-    }
+    if (reinterpret_cast<uintptr_t>(p) % size != 0) fail_dl_data(function, count, d.dtype, size);
   } else if (p) {
     p += t.byte_offset;
   }
@@ -252,13 +304,12 @@ void import_managed(gk_runtime* runtime, Managed* managed, bool read_only, const
   gk_tensor_desc d = desc_of_dl(managed->dl_tensor, read_only, function, &data);
   // This runtime's own export holds its tensor, and so the runtime, until the deleter runs
   // (the imported tensor's release): the tensor needs no reference of its own to it.
-  bool own_export =
-      managed->deleter == &Export<Managed>::deleter &&
-      static_cast<Export<Managed>*>(managed->manager_ctx)->tensor->runtime == &rt;
+  bool own_export = managed->deleter == &Export<Managed>::deleter &&
+                    static_cast<Export<Managed>*>(managed->manager_ctx)->tensor->runtime == &rt;
   // desc_of_dl checked all that gk_tensor_from_external checks (dtype, ndim, dimensions,
   // data), so the tensor is made directly, without a second round of checks.
-  gk_tensor* t = new_tensor(rt, own_export ? nullptr : runtime->impl, rt.devices().at(device), d,
-                            data);
+  gk_tensor* t =
+      new_tensor(rt, own_export ? nullptr : runtime->impl, rt.devices().at(device), d, data);
   t->release = &release_managed<Managed>;
   t->release_context = managed;
   *out = t;
@@ -277,11 +328,12 @@ GK_API gk_status gk_tensor_to_dlpack_versioned(gk_tensor* tensor, uint64_t flags
     gk::require_arg(out, fn, "out");
     const uint64_t known = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
     if (flags & ~known) {
-      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": flags 0x" + [&] {
-        char b[32];
-        std::snprintf(b, sizeof(b), "%llx", static_cast<unsigned long long>(flags));
-        return std::string(b);
-      }() + " hold bits other than READ_ONLY (0x1) and IS_COPIED (0x2)");
+      gk::fail(
+          GK_INVALID_ARGUMENT, std::string(fn) + ": flags 0x" + [&] {
+            char b[32];
+            std::snprintf(b, sizeof(b), "%llx", static_cast<unsigned long long>(flags));
+            return std::string(b);
+          }() + " hold bits other than READ_ONLY (0x1) and IS_COPIED (0x2)");
     }
     using E = gk::Export<DLManagedTensorVersioned>;
     auto e = std::make_unique<E>();
@@ -305,8 +357,9 @@ GK_API gk_status gk_tensor_to_dlpack(gk_tensor* tensor, DLManagedTensor** out) {
     gk::require_arg(out, fn, "out");
     if (tensor->flags & GK_TENSOR_READ_ONLY) {
       gk::fail(GK_FAILED_PRECONDITION,
-               std::string(fn) + ": the tensor is read-only and a legacy DLManagedTensor cannot "
-                                 "say so; use gk_tensor_to_dlpack_versioned");
+               std::string(fn) +
+                   ": the tensor is read-only and a legacy DLManagedTensor cannot "
+                   "say so; use gk_tensor_to_dlpack_versioned");
     }
     using E = gk::Export<DLManagedTensor>;
     auto e = std::make_unique<E>();
@@ -329,13 +382,13 @@ GK_API gk_status gk_tensor_from_dlpack_versioned(gk_runtime* runtime,
       uint32_t major = managed->version.major, minor = managed->version.minor;
       if (managed->deleter) managed->deleter(managed);
       gk::fail(GK_FAILED_PRECONDITION,
-               std::string(fn) + ": the DLPack tensor has version " + std::to_string(major) +
-                   "." + std::to_string(minor) + ", this library reads major version " +
+               std::string(fn) + ": the DLPack tensor has version " + std::to_string(major) + "." +
+                   std::to_string(minor) + ", this library reads major version " +
                    std::to_string(DLPACK_MAJOR_VERSION) + "; its deleter has been called");
     }
     gk::require_arg(out, fn, "out");
-    gk::import_managed(runtime, managed, (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0,
-                       fn, out);
+    gk::import_managed(runtime, managed, (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, fn,
+                       out);
   });
 }
 
