@@ -61,10 +61,22 @@ struct alignas(16) Vec16 {
 // seen on H100 as bf16 elementwise at ~50-70% of copy bandwidth).
 template <size_t kBytes>
 struct BitsOf;
-template <> struct BitsOf<16> { using type = uint4; };
-template <> struct BitsOf<8> { using type = uint2; };
-template <> struct BitsOf<4> { using type = unsigned int; };
-template <> struct BitsOf<2> { using type = unsigned short; };
+template <>
+struct BitsOf<16> {
+  using type = uint4;
+};
+template <>
+struct BitsOf<8> {
+  using type = uint2;
+};
+template <>
+struct BitsOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct BitsOf<2> {
+  using type = unsigned short;
+};
 
 template <typename V>
 __device__ __forceinline__ V load_bits(const void* p) {
@@ -75,10 +87,18 @@ __device__ __forceinline__ V load_bits(const void* p) {
   return v;
 }
 
-__device__ __forceinline__ unsigned int bits_of(float v) { return __float_as_uint(v); }
-__device__ __forceinline__ unsigned int bits_of(int32_t v) { return static_cast<unsigned int>(v); }
-__device__ __forceinline__ unsigned int bits_of(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ unsigned int bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned int bits_of(float v) {
+  return __float_as_uint(v);
+}
+__device__ __forceinline__ unsigned int bits_of(int32_t v) {
+  return static_cast<unsigned int>(v);
+}
+__device__ __forceinline__ unsigned int bits_of(__half v) {
+  return __half_as_ushort(v);
+}
+__device__ __forceinline__ unsigned int bits_of(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
 
 // Packs V's elements (V::v[]) into 32-bit words by value, then stores them with one
 // instruction; a memcpy of the struct still compiled to 2-byte stores.
@@ -130,6 +150,15 @@ __device__ __forceinline__ void store_vec(T* p, const Vec16<T>& v) {
 }
 
 // NumPy semantics: NaN wins.
+// e^x from the MUFU instruction alone (ex2.approx of x·log2 e, relative error ~2^-22),
+// without the compare, select and two multiplies __expf adds for denormal results: those
+// are flushed to 0. For results rounded to 16 bits, where that only loses bf16 denormals.
+__device__ __forceinline__ float exp_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+
 __device__ __forceinline__ float nan_max(float a, float b) {
   return (a > b || a != a) ? a : b;
 }
@@ -173,7 +202,8 @@ struct MaxOp {
 };
 
 // Offset of logical index `idx` (row-major over dims stored innermost first).
-__device__ __forceinline__ int64_t offset_of(int64_t idx, const Dims& dims, const int64_t* strides) {
+__device__ __forceinline__ int64_t offset_of(int64_t idx, const Dims& dims,
+                                             const int64_t* strides) {
   int64_t off = 0;
   for (int d = 0; d < dims.n; ++d) {
     const int64_t q = idx / dims.size[d];

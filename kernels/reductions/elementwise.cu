@@ -67,19 +67,14 @@ __device__ __forceinline__ float exp_f(float x) {
   }
 }
 
-// The MUFU instructions alone, without the range fix-ups around them (a compare, a
-// select and two multiplies each) that __fdividef and __expf carry for denormal inputs
-// and results. Only where those cannot matter: the reciprocal of y ≥ 1 (or +inf, giving
-// 0), and an exponential whose result is scaled by x and rounded to 16 bits, so that a
-// result below 2^-126 flushed to 0 changes nothing but bf16 denormals of |x| > 13.
+// The MUFU reciprocal alone, without the range fix-ups around it (a compare, a select and
+// two multiplies) that __fdividef carries for denormal operands: for y ≥ 1 (or +inf,
+// giving 0) they cannot matter. exp_ftz (device.cuh) is the exponential's counterpart,
+// used where the result is scaled by x and rounded to 16 bits, so that a result below
+// 2^-126 flushed to 0 changes nothing but bf16 denormals of |x| > 13.
 __device__ __forceinline__ float rcp_ge1(float y) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
-  return r;
-}
-__device__ __forceinline__ float exp_ftz(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
   return r;
 }
 

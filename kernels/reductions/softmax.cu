@@ -36,6 +36,17 @@ struct SoftmaxParams {
   int log;
 };
 
+// e^x of an element: 16-bit outputs take the bare MUFU exponential (exp_ftz), ~10
+// instructions fewer per element than expf; f32 keeps expf's full precision.
+template <typename T>
+__device__ __forceinline__ float element_exp(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return expf(x);
+  } else {
+    return exp_ftz(x);
+  }
+}
+
 constexpr int kChunkTpr = 512;
 constexpr int kChunkE = 32;
 static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
@@ -73,7 +84,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr
 #pragma unroll
     for (int s = 0; s < kE; ++s) {
       v[s] = v[s] - m;
-      const float e = expf(v[s]);
+      const float e = element_exp<T>(v[s]);
       sum += e;
       if (!p.log) v[s] = e;
     }
@@ -111,7 +122,7 @@ __global__ void __launch_bounds__(kChunkTpr) softmax_chunk_stats_kernel(SoftmaxP
     float sum = 0.0f;
 #pragma unroll
     for (int s = 0; s < kChunkE; ++s)
-      if (rows::slot_index<T, kChunkTpr, kVec>(s, t) < len) sum += expf(v[s] - m);
+      if (rows::slot_index<T, kChunkTpr, kVec>(s, t) < len) sum += element_exp<T>(v[s] - m);
     sum = block_all_reduce(sum, AddOp{}, scratch);
     if (t == 0) {
       float* part = static_cast<float*>(p.partials) + item * 2;
@@ -141,7 +152,7 @@ __global__ void __launch_bounds__(kChunkTpr) softmax_chunk_write_kernel(SoftmaxP
     rows::load_row<T, kChunkTpr, kChunkE, kVec>(x, len, t, -INFINITY, v);
     const float ls = logf(sum), inv = 1.0f / sum;
 #pragma unroll
-    for (int s = 0; s < kChunkE; ++s) v[s] = p.log ? v[s] - m - ls : expf(v[s] - m) * inv;
+    for (int s = 0; s < kChunkE; ++s) v[s] = p.log ? v[s] - m - ls : element_exp<T>(v[s] - m) * inv;
     rows::store_row<T, kChunkTpr, kChunkE, kVec>(out, len, t, v);
   }
 }
@@ -159,13 +170,13 @@ __global__ void __launch_bounds__(256) softmax_strided_kernel(SoftmaxParams p) {
         sum = (m == -INFINITY ? 0.0f : sum * expf(m - v)) + 1.0f;
         m = v;
       } else if (v != -INFINITY) {
-        sum += expf(v - m);  // NaN lands here and poisons the row, as it should
+        sum += element_exp<T>(v - m);  // NaN lands here and poisons the row, as it should
       }
     }
     const float ls = logf(sum), inv = 1.0f / sum;
     for (int64_t i = 0; i < p.k; ++i) {
       const float v = to_f32(x[i * p.axis_x]);
-      out[i * p.axis_out] = from_f32<T>(p.log ? v - m - ls : expf(v - m) * inv);
+      out[i * p.axis_out] = from_f32<T>(p.log ? v - m - ls : element_exp<T>(v - m) * inv);
     }
   }
 }
