@@ -15,10 +15,11 @@ constexpr int kTileK = 8;
 constexpr int kThreads = 256;
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) simt_gemm_kernel(
-    const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int64_t m, int64_t n,
-    int64_t k, int64_t a_sm, int64_t a_sk, int64_t b_sk, int64_t b_sn, int64_t c_sm,
-    int64_t c_sn, BatchLayout batch, int64_t batch_count, EpilogueParams ep) {
+__global__ void __launch_bounds__(kThreads)
+    simt_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int64_t m,
+                     int64_t n, int64_t k, int64_t a_sm, int64_t a_sk, int64_t b_sk, int64_t b_sn,
+                     int64_t c_sm, int64_t c_sn, BatchLayout batch, int64_t batch_count,
+                     EpilogueParams ep) {
   __shared__ T as[kTileK][kTile + 1];
   __shared__ T bs[kTileK][kTile + 1];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -73,8 +74,8 @@ cudaError_t launch(const MatmulProblem& p, cudaStream_t stream) {
   const dim3 grid(unsigned((p.n + kTile - 1) / kTile), unsigned((p.m + kTile - 1) / kTile),
                   unsigned(p.batch_count < 65535 ? p.batch_count : 65535));
   simt_gemm_kernel<T><<<grid, kThreads, 0, stream>>>(
-      static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<T*>(p.c), p.m, p.n,
-      p.k, p.a_sm, p.a_sk, p.b_sk, p.b_sn, p.c_sm, p.c_sn, p.batch, p.batch_count,
+      static_cast<const T*>(p.a), static_cast<const T*>(p.b), static_cast<T*>(p.c), p.m, p.n, p.k,
+      p.a_sm, p.a_sk, p.b_sk, p.b_sn, p.c_sm, p.c_sn, p.batch, p.batch_count,
       make_epilogue_params(p));
   return cudaGetLastError();
 }
@@ -90,12 +91,6 @@ constexpr int kVThreads = Vec::kThreads;
 constexpr int kVLd = kVBM + 4;
 static_assert(kVBM == 128 && kVBN == 128 && kVBK == 8 && kVThreads == 256,
               "the thread mappings below assume 128×128×8 and 256 threads");
-
-#if defined(__CUDACC__)
-#define GK_SIMT_HD __host__ __device__ __forceinline__
-#else
-#define GK_SIMT_HD inline
-#endif
 
 // One operand's share of a k-tile: 4 consecutive floats per thread, 256 × 4 = 128 × 8.
 // kKContig: the operand is K-contiguous in global ([rows = M or N][K], a row-major a or a
@@ -117,8 +112,8 @@ struct Vec4Loader {
 
   // g: the operand's (batch entry's) base; mn0: the tile's first row (K-contiguous) or
   // column; row_stride as above. k ≤ INT32_MAX - kVBK (checked on the host).
-  GK_SIMT_HD void init(const float* g, int tid, int64_t mn0, int64_t mn_limit,
-                       int64_t row_stride, int k) {
+  __device__ __forceinline__ void init(const float* g, int tid, int64_t mn0, int64_t mn_limit,
+                                       int64_t row_stride, int k) {
     if (kKContig) {
       const int kq = (tid % 2) * 4;
       const int64_t row = mn0 + tid / 2;
@@ -137,7 +132,7 @@ struct Vec4Loader {
 
   // Reads this thread's chunk of the k-tile starting at k0 (zero outside M/N and K) and
   // moves on by `step` elements (the next k-tile).
-  GK_SIMT_HD void load(int k0, int64_t step, float (&v)[4]) {
+  __device__ __forceinline__ void load(int k0, int64_t step, float (&v)[4]) {
     if (kKContig) {
       if (k0 + 4 <= k_lim) {
         const float4 q = *reinterpret_cast<const float4*>(ptr);
@@ -159,7 +154,7 @@ struct Vec4Loader {
   }
 
   // s: one smem k-tile, [kVBK][kVLd].
-  GK_SIMT_HD static void store(float* s, int tid, const float (&v)[4]) {
+  __device__ __forceinline__ static void store(float* s, int tid, const float (&v)[4]) {
     if (kKContig) {
       const int kq = (tid % 2) * 4, col = tid / 2;
 #pragma unroll
@@ -174,15 +169,23 @@ struct Vec4Loader {
 // Thread (ty, tx) of the 16×16 grid owns rows ty·4 + {0..3} and 64 + ty·4 + {0..3} of the
 // tile, columns tx·4 + {0..3} and 64 + tx·4 + {0..3}. A warp is 4 (ty) × 8 (tx) threads,
 // so each of its float4 smem reads touches 4 or 8 consecutive float4s: no bank conflict.
-GK_SIMT_HD int vec4_ty(int tid) { return (tid / 32 / 2) * 4 + (tid % 32) / 8; }
-GK_SIMT_HD int vec4_tx(int tid) { return (tid / 32 % 2) * 8 + tid % 8; }
+__device__ __forceinline__ int vec4_ty(int tid) {
+  return (tid / 32 / 2) * 4 + (tid % 32) / 8;
+}
+__device__ __forceinline__ int vec4_tx(int tid) {
+  return (tid / 32 % 2) * 8 + tid % 8;
+}
 // Tile row of accumulator row i (0..7) and tile column of accumulator column j (0..7).
-GK_SIMT_HD int vec4_row(int ty, int i) { return (i / 4) * 64 + ty * 4 + i % 4; }
-GK_SIMT_HD int vec4_col(int tx, int j) { return (j / 4) * 64 + tx * 4 + j % 4; }
+__device__ __forceinline__ int vec4_row(int ty, int i) {
+  return (i / 4) * 64 + ty * 4 + i % 4;
+}
+__device__ __forceinline__ int vec4_col(int tx, int j) {
+  return (j / 4) * 64 + tx * 4 + j % 4;
+}
 
 // acc[i][j] += Σ_kk As[kk][row i] · Bs[kk][col j] over one k-tile.
-GK_SIMT_HD void vec4_mma_tile(const float* as, const float* bs, int ty, int tx,
-                              float (&acc)[8][8]) {
+__device__ __forceinline__ void vec4_mma_tile(const float* as, const float* bs, int ty, int tx,
+                                              float (&acc)[8][8]) {
 #pragma unroll
   for (int kk = 0; kk < kVBK; ++kk) {
     const float4 a0 = *reinterpret_cast<const float4*>(as + kk * kVLd + ty * 4);
@@ -200,13 +203,12 @@ GK_SIMT_HD void vec4_mma_tile(const float* as, const float* bs, int ty, int tx,
 
 // Block → output tile: blocks walk kGroupM M-tiles down before moving right (the last
 // group may be shorter), a bijection of [0, tiles_m·tiles_n).
-GK_SIMT_HD void vec4_tile_coords(int64_t lin, int64_t tiles_m, int64_t tiles_n, int64_t* tm,
-                                 int64_t* tn) {
+__device__ __forceinline__ void vec4_tile_coords(int64_t lin, int64_t tiles_m, int64_t tiles_n,
+                                                 int64_t* tm, int64_t* tn) {
   const int64_t per_group = int64_t(Vec::kGroupM) * tiles_n;
   const int64_t group = lin / per_group;
   const int64_t first_m = group * Vec::kGroupM;
-  const int64_t rows =
-      tiles_m - first_m < Vec::kGroupM ? tiles_m - first_m : int64_t(Vec::kGroupM);
+  const int64_t rows = tiles_m - first_m < Vec::kGroupM ? tiles_m - first_m : int64_t(Vec::kGroupM);
   const int64_t in_group = lin - group * per_group;
   *tm = first_m + in_group % rows;
   *tn = in_group / rows;
@@ -234,8 +236,7 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
   const int tid = threadIdx.x;
   const int ty = vec4_ty(tid), tx = vec4_tx(tid);
   int64_t tm, tn;
-  vec4_tile_coords(int64_t(blockIdx.y) * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, &tm,
-                   &tn);
+  vec4_tile_coords(int64_t(blockIdx.y) * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, &tm, &tn);
   const int64_t m0 = tm * kVBM, n0 = tn * kVBN;
   const int k = int(p.k);
   const int k_tiles = (k + kVBK - 1) / kVBK;
@@ -289,19 +290,17 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
     float* c = p.c + oc;
     const bool alpha_only =
         p.ep.beta == 0.0f && p.ep.bias == nullptr && p.ep.act == Activation::kNone;
-    if (alpha_only && m0 + kVBM <= p.m && n0 + kVBN <= p.n && p.c_sn == 1 &&
-        p.c_sm % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0) {
+    if (alpha_only && m0 + kVBM <= p.m && n0 + kVBN <= p.n && p.c_sn == 1 && p.c_sm % 4 == 0 &&
+        reinterpret_cast<uintptr_t>(c) % 16 == 0) {
       // The usual case: whole tile in bounds, row-contiguous out, 16-byte stores.
       const float alpha = p.ep.alpha;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         float* row = c + (m0 + vec4_row(ty, i)) * p.c_sm + n0 + tx * 4;
         *reinterpret_cast<float4*>(row) =
-            make_float4(alpha * acc[i][0], alpha * acc[i][1], alpha * acc[i][2],
-                        alpha * acc[i][3]);
+            make_float4(alpha * acc[i][0], alpha * acc[i][1], alpha * acc[i][2], alpha * acc[i][3]);
         *reinterpret_cast<float4*>(row + 64) =
-            make_float4(alpha * acc[i][4], alpha * acc[i][5], alpha * acc[i][6],
-                        alpha * acc[i][7]);
+            make_float4(alpha * acc[i][4], alpha * acc[i][5], alpha * acc[i][6], alpha * acc[i][7]);
       }
     } else {
       // Everything else, one element per iteration of a loop that is not unrolled (an
