@@ -107,24 +107,22 @@ if [[ $STAGE == test || $STAGE == all ]]; then
     $BUILD/bin/reductions_check --no-perf > "$OUT/reductions_check.log" 2>&1
     note "reductions_check: exit $?, $(grep -E '^checks:' "$OUT/reductions_check.log" | tail -1)"
   fi
-  if command -v compute-sanitizer > /dev/null; then
-    # The deliberate petabyte allocation is left out: its refused cuMemAlloc is an API
-    # error by design, which memcheck would report.
-    filter='GpuDevice.*:GpuPoolStreams.*:-GpuDevice.out_of_memory_is_an_error_naming_the_request'
-    for tool in memcheck racecheck; do
-      compute-sanitizer --tool $tool --error-exitcode 9 $BUILD/bin/gpu_tests \
-        --gtest_filter="$filter" > "$OUT/$tool.log" 2>&1
-      note "compute-sanitizer $tool ($filter): exit $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
-    done
-    # The kernel checkers (perf/results/h100/2026-11-22_sanitizers/): racecheck of
-    # matmul_sm80's 419 cases takes over 200 s, so that plugin gets memcheck only.
-    plugins=$BUILD/lib/gpukit/plugins
+    if command -v compute-sanitizer > /dev/null; then
     sanitize() {  # tool, log name, command...
       local tool=$1 log=$2
       shift 2
       timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$@" > "$OUT/$log" 2>&1
       note "compute-sanitizer $tool ($log): exit $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$log" | tail -1)"
     }
+    # The deliberate petabyte allocation is left out: its refused cuMemAlloc is an API
+    # error by design, which memcheck would report.
+    filter='GpuDevice.*:GpuPoolStreams.*:-GpuDevice.out_of_memory_is_an_error_naming_the_request'
+    for tool in memcheck racecheck; do
+      sanitize $tool $tool.log $BUILD/bin/gpu_tests --gtest_filter="$filter"
+    done
+    # The kernel checkers (perf/results/h100/2026-11-22_sanitizers/): racecheck of
+    # matmul_sm80's 419 cases takes over 200 s, so that plugin gets memcheck only.
+    plugins=$BUILD/lib/gpukit/plugins
     if [ -x $BUILD/bin/reductions_check ]; then
       sanitize memcheck memcheck_reductions.log $BUILD/bin/reductions_check --no-perf
       sanitize racecheck racecheck_reductions.log $BUILD/bin/reductions_check --no-perf
@@ -137,10 +135,8 @@ if [[ $STAGE == test || $STAGE == all ]]; then
       sanitize memcheck memcheck_matmul_sm80.log $BUILD/bin/matmul_check --no-bench \
         $plugins/libgpukit_matmul_sm80.so
     fi
-    if [ -x $BUILD/bin/gpu_transfer_tests ]; then
-      compute-sanitizer --tool memcheck --error-exitcode 9 $BUILD/bin/gpu_transfer_tests \
-        > "$OUT/memcheck_transfer.log" 2>&1
-      note "compute-sanitizer memcheck (gpu_transfer_tests): exit $?, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_transfer.log" | tail -1)"
+        if [ -x $BUILD/bin/gpu_transfer_tests ]; then
+      sanitize memcheck memcheck_transfer.log $BUILD/bin/gpu_transfer_tests
     fi
   fi
   if [ -d tests/python ]; then
