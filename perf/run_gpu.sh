@@ -155,7 +155,7 @@ fi
 # The pageable transfer path's knobs (docs/memory.md, "Transfers"): pageable GB/s per
 # setting, to choose the defaults. TRANSFER_SWEEP: "threads,chunk_kib,chunks ..." settings.
 if [[ $STAGE == transfer-sweep ]]; then
-  for setting in ${TRANSFER_SWEEP:-4,8192,3 8,8192,3 12,8192,3 8,16384,3 8,16384,4 12,16384,4 16,32768,4}; do
+  for setting in ${TRANSFER_SWEEP:-4,8192,3 6,8192,4 8,8192,4 8,16384,3 10,8192,4 12,8192,4}; do
     IFS=, read -r threads kib chunks <<< "$setting"
     GPUKIT_TRANSFER_HOST_THREADS=$threads GPUKIT_TRANSFER_CHUNK_KIB=$kib GPUKIT_TRANSFER_CHUNKS=$chunks \
       $BUILD/bin/bench_transfer --sizes-mib 64,1024 --runs 5 > "$OUT/transfer_$setting.log" 2>&1

@@ -596,15 +596,19 @@ TEST(StagingPool, refused_staging_says_why_and_stays_off) {
 
 TEST(TransferTuning, environment_overrides_and_bad_values_are_named) {
   setenv("GPUKIT_TRANSFER_CHUNK_KIB", "4096", 1);
-  setenv("GPUKIT_TRANSFER_CHUNKS", "4", 1);
+  setenv("GPUKIT_TRANSFER_CHUNKS", "5", 1);
   setenv("GPUKIT_TRANSFER_HOST_THREADS", "2", 1);
   TransferTuning t = TransferTuning::from_environment(true);
   EXPECT_EQ(t.chunk_bytes, uint64_t(4) << 20);
-  EXPECT_EQ(t.chunks, 4);
+  EXPECT_EQ(t.chunks, 5);
   EXPECT_EQ(t.host_threads, 2);
   TransferTuning ignored = TransferTuning::from_environment(false);
   EXPECT_EQ(ignored.chunk_bytes, uint64_t(8) << 20);
-  EXPECT_EQ(ignored.chunks, 3);
+  EXPECT_EQ(ignored.chunks, 4);
+  // The default leaves half the host's cores to the application.
+  const int cores = int(std::thread::hardware_concurrency());
+  EXPECT_GE(ignored.host_threads, 1);
+  if (cores > 0) EXPECT_LE(ignored.host_threads, std::max(1, cores / 2));
   setenv("GPUKIT_TRANSFER_CHUNKS", "1", 1);
   try {
     TransferTuning::from_environment(true);

@@ -34,7 +34,7 @@ uint64_t env_number(const char* name, uint64_t fallback, uint64_t lo, uint64_t h
 TransferTuning TransferTuning::from_environment(bool use_environment) {
   TransferTuning t;
   unsigned cores = std::thread::hardware_concurrency();
-  if (cores) t.host_threads = std::min<int>(t.host_threads, int(cores));
+  if (cores) t.host_threads = std::clamp<int>(int(cores / 2), 1, t.host_threads);
   if (!use_environment) return t;
   t.chunk_bytes = env_number("GPUKIT_TRANSFER_CHUNK_KIB", t.chunk_bytes >> 10, 64, 1 << 20) << 10;
   t.chunks = int(env_number("GPUKIT_TRANSFER_CHUNKS", uint64_t(t.chunks), 2, 16));
@@ -91,9 +91,11 @@ void HostCopyPool::forget(const std::shared_ptr<Job>& job) {
 }
 
 void HostCopyPool::helper_loop() {
-  // A pipelined copy queues its next chunk within microseconds of the last: spinning that long
-  // before sleeping saves a futex wake-up (tens of microseconds) per chunk.
-  constexpr auto kSpinBeforeSleep = std::chrono::microseconds(100);
+  // A pipelined copy queues its next chunk after the DMA of an older chunk ends, about 150 us
+  // per 8 MiB. Helpers that slept in between would each need a futex wake-up, which costs tens
+  // of microseconds in a virtual machine and left the copy to the caller's thread alone, so
+  // they spin for longer than a chunk's DMA before sleeping.
+  constexpr auto kSpinBeforeSleep = std::chrono::microseconds(1000);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (jobs_.empty() && !stopping_) {

@@ -42,16 +42,17 @@ namespace gk {
 
 class Logger;
 
-// The staging pool's shape and the host copy threads. Defaults: 3 chunks of 8 MiB per
-// direction (triple buffering: one chunk being filled, one in DMA, one queued) and 4 host
-// threads per chunk memcpy, because one thread's memcpy (about 10-20 GB/s on server CPUs) is
-// slower than a PCIe 5 x16 DMA (about 55 GB/s one way). Not yet tuned on the GPU machine:
-// GPUKIT_TRANSFER_CHUNK_KIB, GPUKIT_TRANSFER_CHUNKS and GPUKIT_TRANSFER_HOST_THREADS override
-// them (see docs/memory.md, "Transfers").
+// The staging pool's shape and the host copy threads. Defaults: 4 chunks of 8 MiB per
+// direction and 8 host threads per chunk memcpy (at most half the host's cores), because one
+// thread's memcpy (about 7 GB/s on the H100 host, a KVM guest) is far slower than a PCIe 5 x16
+// DMA (about 55 GB/s one way). On that host a pipeline of 8 MiB memcpys into 4 pinned chunks
+// reached 44-50 GB/s with 8 threads against 29-33 with 4 (perf/results/h100/
+// 2026-11-22_transfer_probe/). GPUKIT_TRANSFER_CHUNK_KIB, GPUKIT_TRANSFER_CHUNKS and
+// GPUKIT_TRANSFER_HOST_THREADS override them (see docs/memory.md, "Transfers").
 struct TransferTuning {
   uint64_t chunk_bytes = uint64_t(8) << 20;
-  int chunks = 3;
-  int host_threads = 4;  // including the calling thread; 1: memcpy in the caller only
+  int chunks = 4;
+  int host_threads = 8;  // including the calling thread; 1: memcpy in the caller only
 
   // The defaults, overridden by the GPUKIT_TRANSFER_* variables when `use_environment`.
   // Throws INVALID_ARGUMENT naming a variable whose value is not a number in range.
