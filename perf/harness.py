@@ -43,6 +43,8 @@ L2_BYTES = 50 * 2**20
 # Rows moving less than this are launch-bound: timed per call as a user sees it (host
 # overhead + launch + kernel). Larger rows are timed on the GPU alone (see time_runs).
 LAUNCH_BOUND_BYTES = 8 * 2**20
+# ... and timed with this many times the runs of the other rows.
+LAUNCH_BOUND_RUNS_FACTOR = 10
 # A spin of about 100 µs at H100 clocks queued before each timed call (torch.cuda._sleep):
 # the GPU is still busy with it while the host queues the start event, the call and the end
 # event, so the interval measured is the GPU's time for the call, not the host's latency.
@@ -271,6 +273,10 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
 
     launch_bound = 0 < b.bytes_moved < LAUNCH_BOUND_BYTES
     hold = not launch_bound
+    # A launch-bound sample carries the host's jitter (scheduling, Python's allocator), so
+    # its median needs more samples to settle; each costs tens of microseconds.
+    if launch_bound:
+        runs *= LAUNCH_BOUND_RUNS_FACTOR
     peer_ms = time_runs(lambda i: b.peer(sets[i % len(sets)]), lambda i: None, runs, hold=hold)
     ours_ms = time_runs(ours, poison, runs, hold=hold)
     peer_again_ms = time_runs(lambda i: b.peer(sets[i % len(sets)]), lambda i: None, runs,
@@ -308,7 +314,7 @@ def markdown(rows, meta) -> str:
     lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
              f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time "
              "(mean of its runs before and after ours) / ours (above 1: ours is faster). Errors: relative Frobenius vs float64. Rows moving "
-             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead; "
+             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs); "
              "the others on the GPU alone, with the host's launch latency hidden by a spin "
              "queued before each timed call.", "",
              "| family | benchmark | dtype | served by | peer ms | ours ms | ratio | ours TFLOP/s or GB/s (% copy) | ours err | peer err | ours max abs |",
