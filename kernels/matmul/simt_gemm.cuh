@@ -1,7 +1,7 @@
 // simt_gemm.cuh — matmul on the CUDA cores for f32 and f64, any strides, any shape.
 //
-// The path for f32 at precision "highest" (tensor cores would round to tf32; "tf32" runs
-// here too, in full f32, until sm80 has a TF32 mma path) and f64. Two kernels:
+// The path for f32 at precision "highest" (tensor cores would round to tf32; matmul_sm80
+// sends "tf32" to sm80_gemm_mma) and f64. Two kernels:
 //
 // 1. f32 with 16-byte loads (simt_gemm_f32_vec4_kernel), chosen when a and b each have a
 //    unit-stride dim (either one), a 16-byte aligned base and row / batch strides that are

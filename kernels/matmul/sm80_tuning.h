@@ -1,5 +1,5 @@
-// sm80_tuning.h — the tuning tables of matmul_sm80: the mma.sync kernel (sm80_gemm_mma.cu)
-// and the 128×128 f32 SIMT kernel (simt_gemm.cu).
+// sm80_tuning.h — the tuning tables of matmul_sm80: the mma.sync kernel (sm80_gemm_mma.cu,
+// bf16/f16 and tf32) and the 128×128 f32 SIMT kernel (simt_gemm.cu).
 //
 // One entry for every SM the kernel is built for (80, 86, 89, and 90 as a fallback where
 // matmul_sm90 declines). No measurement on an A100/RTX-class GPU has been made yet: the
@@ -15,6 +15,18 @@ struct Sm80Tuning {
   static constexpr int kBlockN = 128;
   static constexpr int kBlockK = 32;
   static constexpr int kStages = 4;  // 4 × 20 KB = 80 KB smem (≤ 99 KB on sm86/sm89)
+};
+
+// The tf32 path of the same kernel (f32 inputs with precision "tf32", mma.sync m16n8k8):
+// same 8 warps and 64×32 warp tiles. BK = 16 f32 is 64 bytes per row, as BK = 32 is for
+// bf16, so a stage is again 20 KB (A and B each ≤ 128 × (16 + 4) × 4 bytes) and 4 stages
+// take 80 KB; BK = 32 with 3 stages would take 108 KB, over sm86/sm89's 99 KB. Unmeasured
+// on Ampere (no A100/RTX-class GPU yet); to be measured on the H100 against cuBLAS tf32.
+struct Sm80Tf32Tuning {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 128;
+  static constexpr int kBlockK = 16;
+  static constexpr int kStages = 4;  // 4 × 20 KB = 80 KB smem
 };
 
 // The f32 SIMT kernel with 16-byte loads (simt_gemm.cu): the usual well-tuned SGEMM shape

@@ -1,6 +1,6 @@
-// matmul_sm80 plugin: bf16/f16 matmul through sm80_gemm_mma (mma.sync tensor cores) and
-// f32/f64 through simt_gemm, on any SM from 80 up. The only exported symbol is
-// gk_plugin_entry; every entry point catches.
+// matmul_sm80 plugin: bf16/f16, and f32 with precision "tf32", through sm80_gemm_mma
+// (mma.sync tensor cores); full f32 and f64 through simt_gemm; on any SM from 80 up. The only
+// exported symbol is gk_plugin_entry; every entry point catches.
 #include <cuda_runtime.h>
 
 #include <exception>
@@ -19,13 +19,15 @@ struct State {
   const gk_host_services* host;
 };
 
-bool is_tensor_core_dtype(int32_t dtype) {
-  return dtype == GK_DTYPE_BF16 || dtype == GK_DTYPE_F16;
+// Tensor cores for 16-bit inputs, and for f32 only where the caller accepted tf32 rounding.
+bool uses_mma(const MatmulProblem& p) {
+  return p.in_dtype == GK_DTYPE_BF16 || p.in_dtype == GK_DTYPE_F16 ||
+         (p.in_dtype == GK_DTYPE_F32 && p.allow_tf32);
 }
 
 bool can_implement(const MatmulProblem& p, std::string* why) {
-  return is_tensor_core_dtype(p.in_dtype) ? gk::matmul::sm80_gemm_can_implement(p, why)
-                                          : gk::matmul::simt_gemm_can_implement(p, why);
+  return uses_mma(p) ? gk::matmul::sm80_gemm_can_implement(p, why)
+                     : gk::matmul::simt_gemm_can_implement(p, why);
 }
 
 gk_status plugin_init(const gk_host_services* host, void** state) {
@@ -74,8 +76,8 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
     const cudaStream_t stream = static_cast<cudaStream_t>(args->stream);
     cudaError_t err = cudaSetDevice(dev.ordinal);
     if (err == cudaSuccess)
-      err = is_tensor_core_dtype(p.in_dtype) ? gk::matmul::sm80_gemm_run(p, stream)
-                                             : gk::matmul::simt_gemm_run(p, stream);
+      err =
+          uses_mma(p) ? gk::matmul::sm80_gemm_run(p, stream) : gk::matmul::simt_gemm_run(p, stream);
     if (err != cudaSuccess) {
       gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(err));
       return GK_INTERNAL;

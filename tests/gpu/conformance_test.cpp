@@ -114,6 +114,35 @@ std::vector<Case> cases() {
   }
   c.push_back({"matmul", {{{4096, 4096}}, {{4096, 4096}}}, {}, {GK_DTYPE_BF16, GK_DTYPE_F16}});
   c.push_back({"matmul", {{{512, 1024}}, {{1024, 768}}}, {sattr("precision", "tf32")}, {GK_DTYPE_F32}});
+  // tf32 on every transpose pair, odd shapes, batches, a strided view and the epilogue
+  // (matmul_sm80 serves all of them on its mma.sync path; matmul_sm90 only K-major a and b).
+  const std::vector<int32_t> f32 = {GK_DTYPE_F32};
+  const Attr tf32 = sattr("precision", "tf32");
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {7, 127, 1000}, {127, 1, 7}, {1000, 7, 127}, {129, 300, 64}}) {
+    for (int t = 0; t < 4; ++t) {
+      bool ta = t & 1, tb = t & 2;
+      Input a{ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}};
+      Input b{tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}};
+      c.push_back(
+          {"matmul", {a, b}, {iattr("transpose_a", ta), iattr("transpose_b", tb), tf32}, f32});
+    }
+  }
+  c.push_back({"matmul", {{{3, 128, 256}}, {{3, 256, 64}}}, {tf32}, f32});
+  c.push_back({"matmul", {{{2, 1, 16, 32}}, {{3, 32, 24}}}, {tf32}, f32});
+  c.push_back({"matmul", {{{64, 300}, -1, 1, true}, {{300, 96}}}, {tf32}, f32});
+  for (const char* act : {"relu", "gelu", "silu"}) {
+    c.push_back({"matmul",
+                 {{{256, 128}}, {{256, 512}}, {{512}}},
+                 {iattr("transpose_a", 1), sattr("activation", act), tf32},
+                 f32});
+  }
+  Case scaled_tf32{"matmul",
+                   {{{128, 256}}, {{192, 256}}},
+                   {iattr("transpose_b", 1), fattr("alpha", 0.5), fattr("beta", 2.0), tf32},
+                   f32};
+  scaled_tf32.reads_output = true;
+  c.push_back(scaled_tf32);
   c.push_back({"matmul", {{{3, 128, 256}}, {{3, 256, 64}}}, {}, mm_dtypes});
   c.push_back({"matmul", {{{2, 1, 16, 32}}, {{3, 32, 24}}}, {}, mm_dtypes});
   for (const char* act : {"none", "relu", "gelu", "silu"}) {

@@ -645,6 +645,92 @@ std::vector<Case> check_cases() {
     c.name = "tf32 B transposed, batched a[3], b broadcast";
     cs.push_back(c);
   }
+  // tf32 on every layout: matmul_sm80's mma.sync path (m16n8k8) reads K-contiguous operands
+  // with ldmatrix and M/N-contiguous ones with 64-bit (a) and 32-bit (b) shared loads;
+  // rows that are not 16-byte aligned (odd K or N, pads of 3, a misaligned a) take its
+  // element loads. matmul_sm90 declines the M/N-contiguous layouts and unaligned rows.
+  {
+    const int64_t sizes[] = {1, 7, 16, 127, 129};
+    int i = 0;
+    for (int64_t m : sizes)
+      for (int64_t n : sizes)
+        for (int64_t k : sizes) {
+          Case c;
+          c.dtype = c.out_dtype = GK_DTYPE_F32;
+          c.tf32 = true;
+          c.m = m, c.n = n, c.k = k;
+          c.ta = i % 2;
+          c.tb = (i / 2) % 2;
+          ++i;
+          c.name = "tf32 shape sweep";
+          cs.push_back(c);
+        }
+  }
+  {
+    Case c;
+    c.dtype = c.out_dtype = GK_DTYPE_F32;
+    c.tf32 = true;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        c.ta = ta, c.tb = tb;
+        c.m = 300, c.n = 520, c.k = 264;
+        c.name = "tf32 transposes";
+        cs.push_back(c);
+        c.pad = 4;
+        c.name = "tf32 transposes, rows padded (+4, aligned)";
+        cs.push_back(c);
+        c.pad = 3;
+        c.name = "tf32 transposes, rows padded (+3, element loads)";
+        cs.push_back(c);
+        c.pad = 0;
+        c.m = 127, c.n = 1000, c.k = 7;
+        c.name = "tf32 transposes, odd K";
+        cs.push_back(c);
+        c.m = 129, c.n = 131, c.k = 1000;
+        c.name = "tf32 transposes, long K, edge tiles";
+        cs.push_back(c);
+      }
+    c.m = 300, c.n = 520, c.k = 264;
+    c.ta = true, c.tb = false;
+    c.misalign = 1;
+    c.name = "tf32 a misaligned by 1 element";
+    cs.push_back(c);
+    c.misalign = 0;
+    c.m = 200, c.n = 384, c.k = 512;
+    for (int t = 0; t < 4; ++t) {
+      c.ta = t & 1, c.tb = (t & 2) != 0;
+      c.a_batch = {3}, c.b_batch = {3};
+      c.name = "tf32 batched [3]";
+      cs.push_back(c);
+      c.b_batch = {};
+      c.name = "tf32 batched a[3], b broadcast";
+      cs.push_back(c);
+      c.a_batch = {2, 3}, c.b_batch = {3};
+      c.name = "tf32 batched a[2,3] × b[3]";
+      cs.push_back(c);
+      c.a_batch = {2, 1}, c.b_batch = {3};
+      c.name = "tf32 batched a[2,1] × b[3] (no single stride)";
+      cs.push_back(c);
+      c.a_batch = {}, c.b_batch = {};
+      c.m = 129, c.n = 300, c.k = 128;
+      c.alpha = 0.5, c.beta = -1.25, c.bias = true, c.act = "relu";
+      c.name = "tf32 alpha/beta, bias+relu, edge tiles";
+      cs.push_back(c);
+      c.act = "gelu";
+      c.name = "tf32 alpha/beta, bias+gelu";
+      cs.push_back(c);
+      c.alpha = 1.5, c.beta = 0.0, c.bias = false, c.act = "silu";
+      c.name = "tf32 alpha, silu";
+      cs.push_back(c);
+      c.alpha = 1.0, c.act = "none";
+      c.m = 200, c.n = 384, c.k = 512;
+    }
+    c.ta = true, c.tb = false;
+    c.a_batch = {70000}, c.b_batch = {70000};
+    c.m = c.n = c.k = 4;
+    c.name = "tf32 batched [70000] (grid z slices)";
+    cs.push_back(c);
+  }
   // Large: a sample of rows against the reference.
   for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16})
     for (int tb = 0; tb < 2; ++tb) {
@@ -673,6 +759,9 @@ std::vector<Case> check_cases() {
     c.tb = true;
     c.check_rows = 24;
     c.name = "tf32 4096³ B transposed (24 sampled rows)";
+    cs.push_back(c);
+    c.ta = true, c.tb = false;
+    c.name = "tf32 4096³ A transposed, B row-major (24 sampled rows)";
     cs.push_back(c);
   }
   for (int tb = 0; tb < 2; ++tb) {
@@ -709,6 +798,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       {1, 14336, 4096, GK_DTYPE_BF16, true},    {16, 14336, 4096, GK_DTYPE_BF16, true},
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
       {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
+      {4096, 4096, 4096, GK_DTYPE_F32, false},
       {4096, 4096, 4096, GK_DTYPE_F32, false, true}, {4096, 4096, 4096, GK_DTYPE_F32, true, true},
   };
     std::printf(
