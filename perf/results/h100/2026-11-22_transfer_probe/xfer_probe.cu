@@ -60,7 +60,15 @@ struct Pool {
 
 static double median(std::vector<double> v){ std::sort(v.begin(),v.end()); return v[v.size()/2]; }
 
-int main() {
+static void parallel_memset_zero(void* p, uint64_t bytes) {
+  unsigned n = 8; std::vector<std::thread> threads; uint64_t piece = (bytes + n - 1) / n;
+  for (unsigned t = 0; t < n; ++t) { uint64_t b = std::min(bytes, t * piece), e = std::min(bytes, b + piece);
+    threads.emplace_back([=] { memset((char*)p + b, 0, e - b); }); }
+  for (auto& t : threads) t.join();
+}
+static int poison_mode(); 
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "poison")) return poison_mode();
   printf("host cores %u, avx2 %d, avx512f %d\n", std::thread::hardware_concurrency(), __builtin_cpu_supports("avx2"), __builtin_cpu_supports("avx512f"));
   const size_t total = 256u << 20, chunk = 8u << 20;
   char* src = (char*)malloc(total); for (size_t i=0;i<total;i+=8) *(uint64_t*)(src+i)=i*0x9E3779B97F4A7C15ull;
@@ -140,6 +148,39 @@ int main() {
       }
       CK(cudaFreeHost(slots));
     }
+  }
+  return 0;
+}
+
+static int poison_mode() {
+  const size_t B = 64u << 20;
+  char *hd, *hs; void* dd; void* ds;
+  CK(cudaMallocHost(&hd, B)); CK(cudaMallocHost(&hs, B)); CK(cudaMalloc(&dd, B)); CK(cudaMalloc(&ds, B));
+  memset(hs, 3, B); CK(cudaMemset(ds, 7, B));
+  cudaStream_t up, down; CK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking)); CK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+  std::vector<char> check(B, 7);
+  auto run = [&](const char* name, std::function<void()> prep, bool both, bool verify) {
+    std::vector<double> t;
+    for (int r = 0; r < 22; ++r) {
+      prep();
+      auto t0 = clk::now();
+      if (both) CK(cudaMemcpyAsync(dd, hs, B, cudaMemcpyHostToDevice, up));
+      CK(cudaMemcpyAsync(hd, ds, B, cudaMemcpyDeviceToHost, down));
+      if (both) CK(cudaStreamSynchronize(up));
+      CK(cudaStreamSynchronize(down));
+      double s = std::chrono::duration<double>(clk::now() - t0).count();
+      if (verify && memcmp(hd, check.data(), B)) printf("MISMATCH\n");
+      if (r >= 2) t.push_back(s);
+    }
+    printf("%-5s 64MiB poison %-22s verify %d: %6.1f GB/s\n", both ? "both" : "D2H", name, verify, (both ? 2 : 1) * B / median(t) / 1e9);
+  };
+  auto none = []{};
+  auto single = [&]{ memset(hd, 0, B); };
+  auto par = [&]{ parallel_memset_zero(hd, B); };
+  auto par_dev = [&]{ CK(cudaMemsetAsync(dd, 0, B, up)); CK(cudaStreamSynchronize(up)); parallel_memset_zero(hd, B); };
+  for (bool both : {false, true}) for (bool verify : {false, true}) {
+    run("none", none, both, verify); run("memset 1 thread", single, both, verify);
+    run("memset 8 threads", par, both, verify); run("dev memset + 8 threads", par_dev, both, verify);
   }
   return 0;
 }
