@@ -10,7 +10,8 @@
 #   copy path under several GPUKIT_TRANSFER_* settings)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
-# .deps/ (see perf/README.md) and are unpacked into a private prefix, never into /.
+# .deps/ (perf/fetch_gpu_deps.sh fills it, and .whl/) and are unpacked into a private prefix,
+# never into /.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}

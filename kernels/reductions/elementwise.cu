@@ -14,11 +14,9 @@
 //       compute and store V-wide
 //     scalar path: the same with V = 1 and inner strides arbitrary
 // CONTIGUOUS (one dim left, every operand stride 1 and 16-byte aligned):
-//   for tile in grid-stride(num_tiles):            // tile = kTile consecutive elements
-//     p = tile*kTile + tid*V                       // one pointer per operand
-//     for u in 0..kEwVectorsPerThread-1: load V-wide at p + u*threads*V  (no checks
-//                                                  unless it is the last tile)
-//     compute and store V-wide
+//   for tile in grid-stride(num_tiles):            // tile = 128 threads × V elements
+//     p = tile*128*V + tid*V                       // one 16-byte vector per operand
+//     load V-wide from each operand, compute, store V-wide (only the last tile checks n)
 // 16-bit types use the hardware exp/reciprocal (see "element functions").
 // Everything lives in registers; no shared memory.
 #include <cmath>
@@ -31,6 +29,8 @@
 namespace gk::kernels::reductions {
 namespace {
 
+using tuning::kEwContiguousMinBlocks;
+using tuning::kEwContiguousThreads;
 using tuning::kEwThreads;
 using tuning::kEwVectorsPerThread;
 
@@ -290,27 +290,17 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
 }
 
 // Every operand contiguous and 16-byte aligned, the same element count: no row/column
-// split, no stride or broadcast handling. Tile t covers elements
-// [t·kTile, (t+1)·kTile); thread tid's vector u starts at t·kTile + (u·threads + tid)·V,
-// so one pointer per operand plus immediate offsets address all kU vectors (the
-// general kernel kept a 64-bit index and bound check per vector and an outer-dim
-// decomposition per tile: 108 registers for add bf16, 2 blocks per SM).
-// Vectors per thread per tile of the contiguous kernel: 2 for two 16-bit inputs, whose
-// unpacked halves otherwise need 106 registers (ptxas; 64 with 176 bytes of spills
-// under the 4-block cap below), else kEwVectorsPerThread.
+// split, no stride or broadcast handling. Tile t covers elements [t·kTile, (t+1)·kTile)
+// with kTile = kEwContiguousThreads·V: one 16-byte vector per operand per thread, the
+// block work of PyTorch's vectorized kernels, so large tensors launch many short blocks
+// (16 per SM resident) and small ones still spread over every SM.
 template <typename Fn>
-__host__ __device__ constexpr int contiguous_vectors() {
-  return Fn::kInputs > 1 && sizeof(typename Fn::In) == 2 ? 2 : kEwVectorsPerThread;
-}
-
-// At least 4 blocks (1024 threads, ≥ 64 KB of loads) per SM: caps registers at 64.
-template <typename Fn>
-__global__ void __launch_bounds__(kEwThreads, 4) elementwise_contiguous_kernel(EwParams p) {
+__global__ void __launch_bounds__(kEwContiguousThreads, kEwContiguousMinBlocks)
+    elementwise_contiguous_kernel(EwParams p) {
   using In = typename Fn::In;
   using Out = typename Fn::Out;
   constexpr int kV = vec_width<Fn>();
-  constexpr int kU = contiguous_vectors<Fn>();
-  constexpr int64_t kTile = int64_t{kEwThreads} * kU * kV;
+  constexpr int64_t kTile = int64_t{kEwContiguousThreads} * kV;
   using VIn = VecN<In, kV>;
   using VOut = VecN<Out, kV>;
   const Fn fn;
@@ -318,41 +308,14 @@ __global__ void __launch_bounds__(kEwThreads, 4) elementwise_contiguous_kernel(E
 
   for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
     const int64_t first = tile * kTile + int64_t{threadIdx.x} * kV;
-    const In* in0 = static_cast<const In*>(p.in0) + first;
-    const In* in1 = static_cast<const In*>(p.in1) + first;
-    Out* out = static_cast<Out*>(p.out) + first;
-    VIn a[kU], b[kU];
-    if (tile * kTile + kTile <= n) {  // whole tile: no bound checks
+    if (first >= n) continue;  // the last tile (n is a multiple of V)
+    const VIn a = load_bits<VIn>(static_cast<const In*>(p.in0) + first);
+    VIn b;
+    if constexpr (Fn::kInputs > 1) b = load_bits<VIn>(static_cast<const In*>(p.in1) + first);
+    VOut r;
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        a[u] = load_bits<VIn>(in0 + u * kEwThreads * kV);
-        if constexpr (Fn::kInputs > 1) b[u] = load_bits<VIn>(in1 + u * kEwThreads * kV);
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        VOut r;
-#pragma unroll
-        for (int k = 0; k < kV; ++k) r.v[k] = fn(a[u].v[k], Fn::kInputs > 1 ? b[u].v[k] : In{});
-        store_bits(out + u * kEwThreads * kV, r);
-      }
-    } else {  // the last tile (n is a multiple of V)
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (first + u * kEwThreads * kV < n) {
-          a[u] = load_bits<VIn>(in0 + u * kEwThreads * kV);
-          if constexpr (Fn::kInputs > 1) b[u] = load_bits<VIn>(in1 + u * kEwThreads * kV);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (first + u * kEwThreads * kV < n) {
-          VOut r;
-#pragma unroll
-          for (int k = 0; k < kV; ++k) r.v[k] = fn(a[u].v[k], Fn::kInputs > 1 ? b[u].v[k] : In{});
-          store_bits(out + u * kEwThreads * kV, r);
-        }
-      }
-    }
+    for (int k = 0; k < kV; ++k) r.v[k] = fn(a.v[k], Fn::kInputs > 1 ? b.v[k] : In{});
+    store_bits(static_cast<Out*>(p.out) + first, r);
   }
 }
 
@@ -453,10 +416,10 @@ cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const voi
   bool contiguous = vector && p.outer.n == 0;
   for (int k = 0; k < nops; ++k) contiguous = contiguous && p.inner_stride[k] == 1;
   if (contiguous) {
-    p.num_tiles = ceil_div(p.inner, int64_t{kEwThreads} * contiguous_vectors<Fn>() * kV);
+    p.num_tiles = ceil_div(p.inner, int64_t{kEwContiguousThreads} * kV);
     p.tiles_per_row = p.num_tiles;
     const unsigned cgrid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
-    elementwise_contiguous_kernel<Fn><<<cgrid, kEwThreads, 0, stream>>>(p);
+    elementwise_contiguous_kernel<Fn><<<cgrid, kEwContiguousThreads, 0, stream>>>(p);
   } else if (vector) {
     elementwise_kernel<Fn, true><<<grid, kEwThreads, 0, stream>>>(p);
   } else {

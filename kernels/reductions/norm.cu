@@ -3,19 +3,21 @@
 // CACHED (last-axis stride 1 everywhere, H ≤ 32768): one read of x (and residual),
 // one write of out (and sum). kTpr threads per row, kE elements each (rows.cuh); a
 // block holds 4 warp-rows (H ≤ 1024) or one row (kTpr threads).
-//   PACKED (no residual, H % V == 0, 16-byte aligned; V = 8 bf16/f16, 4 f32):
+//   PACKED (H % V == 0, 16-byte aligned; V = 8 bf16/f16, 4 f32):
 //   for row in grid-stride(rows):                 // bf16 H=4096: 128 threads, 1 row
 //     xv[kE/V] = 16-byte loads of x[row]          // kept as T: bf16 kE 32 = 16 regs
+//     add_*: rv = loads of residual[row]; xv = T(xv + rv); sum[row] = xv
 //     layernorm: mean = group sum(xv)/H           // f32, converted per use
 //     var (or ms) = group sum((xv-mean)²)/H       // from registers, no re-read
 //     for u: w, b = 16-byte loads; out[u] = (xv[u]-mean)/sqrt(var+eps)·w + b
 //   Registers capped by __launch_bounds__ min-blocks (ptxas -v, sm_90a, no spills):
 //   bf16/f16 kE 32 ≤ 64 regs → 8 blocks of 128 per SM, 64 KB of x in flight (was
 //   114 regs, 4 blocks, 32 KB); f32 kE 32: 76 regs → 6 blocks, 96 KB (was 127, 4,
-//   64 KB). Per row: 2 barriers per group_reduce (rms 2, layernorm 4), none at
-//   H ≤ 1024 (warp shuffles only). Not yet measured on the GPU.
-//   SLOTS AS F32 (add_*, or scalar layout): v[kE] = x[row] (+ residual[row], rounded to
-//     T and written to sum[row]); the same passes over v.
+//   64 KB); add_* bf16 kE 32: 88 regs → 5 blocks (the f32-slot kernel: 116, 4). Per
+//   row: 2 barriers per group_reduce (rms 2, layernorm 4), none at H ≤ 1024 (warp
+//   shuffles only).
+//   SLOTS AS F32 (scalar layout, or add_* f32 rows over 16384): v[kE] = x[row]
+//     (+ residual[row], rounded to T and written to sum[row]); the same passes over v.
 // CHUNKED (H > 32768): chunks of 512 threads × 32 in registers.
 //   STATS: block per (row, chunk): (n, mean, M2) of the chunk (Σv² for rms) →
 //          workspace; add_*: writes sum
@@ -133,9 +135,11 @@ __device__ __forceinline__ int64_t row_offset(const NormParams& p, int64_t row, 
 // (1024 threads per SM) while the packed slice is ≤ 16 registers, 96 up to 32, else
 // none. ptxas -v (sm_90a, CUDA 13.0), every instantiation, no spills: bf16 kE 32 at
 // 64, f16 56, f32 76; kE 64 (H > 16384, uncapped) bf16 86, f16 76, f32 108.
-template <typename T, int kTpr, int kE>
+// With the residual (add_*) the slice of x and that of the residual are live together
+// while the sum is formed, so the cap is chosen for twice the slice.
+template <typename T, int kTpr, int kE, bool kRes = false>
 constexpr int packed_min_blocks() {
-  constexpr int kSliceRegs = kE * static_cast<int>(sizeof(T)) / 4;
+  constexpr int kSliceRegs = kE * static_cast<int>(sizeof(T)) / 4 * (kRes ? 2 : 1);
   constexpr int kCap = kSliceRegs <= 16 ? 64 : kSliceRegs <= 32 ? 96 : 0;
   constexpr int kPerSm = kCap == 0 ? 0 : 65536 / kCap / block_threads<kTpr>();
   return kPerSm > 0 ? kPerSm : 1;
@@ -166,8 +170,10 @@ __device__ __forceinline__ float elem_f32(const Vec16<T>& v, int e) {
 // buffer before), and is converted to f32 where used, so ptxas fits more blocks per SM
 // and more bytes are in flight. Sums run over the same slots in the same order as the
 // f32-slot kernel (slots past k added +0 there and are skipped here).
-template <typename T, int kTpr, int kE>
-__global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kTpr, kE>())
+// kRes (add_*): the residual slice is loaded beside x, the sum is rounded to T, written
+// to `sum` and kept packed in place of x for the passes that follow.
+template <typename T, int kTpr, int kE, bool kRes>
+__global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kTpr, kE, kRes>())
     norm_packed_kernel(NormParams p) {
   constexpr int kV = Vec16<T>::kN;
   constexpr int kU = kE / kV;
@@ -189,6 +195,26 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
     for (int u = 0; u < kU; ++u) {
       const int64_t i = (int64_t{u} * kTpr + t) * kV;
       if (i < k) xv[u] = load_vec(x + i);
+    }
+    if constexpr (kRes) {
+      const T* r = static_cast<const T*>(p.res) + row_offset(p, row, 2);
+      T* sum = static_cast<T*>(p.sum) + row_offset(p, row, 3);
+      Vec16<T> rv[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i = (int64_t{u} * kTpr + t) * kV;
+        if (i < k) rv[u] = load_vec(r + i);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i = (int64_t{u} * kTpr + t) * kV;
+        if (i < k) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e)
+            xv[u].v[e] = from_f32<T>(elem_f32(xv[u], e) + elem_f32(rv[u], e));
+          store_vec(sum + i, xv[u]);
+        }
+      }
     }
     float mean = 0.0f, sq = 0.0f;
     if (!p.rms) {
@@ -451,14 +477,19 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
     constexpr int kE = decltype(e)::value;
     constexpr int kThreads = block_threads<kTpr>();
     const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
-    // Plain vector rows take the packed kernel (bf16 [*,4096]: 64 registers, 8 blocks
-    // of 128 per SM; the f32-slot kernel it replaces used 114, 4 blocks). add_* keeps
-    // the f32-slot kernel (116 registers, measured 93% of copy: two loads per slot
-    // already put 64 KB in flight; packing it under the same cap spilled, ptxas -v).
+    // Vector rows take the packed kernel (bf16 [*,4096]: 64 registers, 8 blocks of 128
+    // per SM; the f32-slot kernel it replaces used 114, 4 blocks; add_*: see
+    // packed_min_blocks).
+    // f32 rows over 16384 with a residual keep the f32-slot kernel: two packed slices of
+    // 64 floats each spilled (272 bytes, ptxas -v).
     if (vec && p.res) {
-      norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
+      if constexpr (kE * sizeof(T) * 2 <= 256) {
+        norm_packed_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+      } else {
+        norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
+      }
     } else if (vec) {
-      norm_packed_kernel<T, kTpr, kE><<<grid, kThreads, 0, stream>>>(p);
+      norm_packed_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
     } else if (p.res) {
       norm_cached_kernel<T, kTpr, kE, false, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
