@@ -224,6 +224,32 @@ def time_runs(fn, prepare, runs: int, warmup: int = 5, hold: bool = True) -> flo
     return statistics.median(times)
 
 
+def time_interleaved(fns, prepares, runs: int, warmup: int = 5) -> list:
+    """Median milliseconds of each fns[j](i), timed per call with its host overhead on an
+    idle GPU (as time_runs without `hold`), the sides taking turns call by call (A B, then
+    B A): a host whose speed drifts over the row then slows both alike. Launch-bound rows
+    are timed this way; timed in separate blocks, the same code read 0.91x and 1.21x torch
+    in two runs an hour apart (perf/results/h100/2026-11-25_reductions/)."""
+    for i in range(warmup):
+        for fn, prepare in zip(fns, prepares):
+            prepare(i)
+            fn(i)
+    times = [[] for _ in fns]
+    for i in range(runs):
+        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
+        for j in order:
+            prepares[j](i)
+            scrub_l2()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fns[j](i)
+            end.record()
+            end.synchronize()
+            times[j].append(start.elapsed_time(end))
+    return [statistics.median(t) for t in times]
+
+
 _scrub = {}
 
 
@@ -292,12 +318,17 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     hold = not launch_bound
     # A launch-bound sample carries the host's jitter (scheduling, Python's allocator), so
     # its median needs more samples to settle; each costs tens of microseconds.
+    def peer(i):
+        return b.peer(sets[i % len(sets)])
+
     if launch_bound:
-        runs *= LAUNCH_BOUND_RUNS_FACTOR
-    peer_ms = time_runs(lambda i: b.peer(sets[i % len(sets)]), lambda i: None, runs, hold=hold)
-    ours_ms = time_runs(ours, poison, runs, hold=hold)
-    peer_again_ms = time_runs(lambda i: b.peer(sets[i % len(sets)]), lambda i: None, runs,
-                              hold=hold)
+        peer_ms, ours_ms = time_interleaved([peer, ours], [lambda i: None, poison],
+                                            runs * LAUNCH_BOUND_RUNS_FACTOR)
+        peer_again_ms = peer_ms
+    else:
+        peer_ms = time_runs(peer, lambda i: None, runs, hold=hold)
+        ours_ms = time_runs(ours, poison, runs, hold=hold)
+        peer_again_ms = time_runs(peer, lambda i: None, runs, hold=hold)
     # The peer is timed before and after ours: their mean cancels a drift of the GPU's clocks
     # (power, heat) over the row, which favoured whichever side ran first.
     peer_mean = (peer_ms + peer_again_ms) / 2
@@ -306,7 +337,8 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
            "peer_ms": peer_ms, "peer_ms_repeat": peer_again_ms, "ours_ms": ours_ms,
            "peer_ms_mean": peer_mean, "ratio": peer_mean / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
            "served_by": served_by(b),
-           "timing": "per call, host included" if launch_bound else "GPU time, host hidden"}
+           "timing": "per call, host included, interleaved with the peer" if launch_bound
+           else "GPU time, host hidden"}
     if b.flops:
         row["peer_tflops"] = b.flops / (peer_mean * 1e9)
         row["ours_tflops"] = b.flops / (ours_ms * 1e9)
@@ -331,7 +363,8 @@ def markdown(rows, meta) -> str:
     lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
              f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time "
              "(mean of its runs before and after ours) / ours (above 1: ours is faster). Errors: relative Frobenius vs float64. Rows moving "
-             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs); "
+             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs, "
+             "ours and the peer taking turns call by call); "
              "the others on the GPU alone, with the host's launch latency hidden by a spin "
              "queued before each timed call. Before every timed call of either side, L2 is "
              "scrubbed by a read of twice its size (ours: after its output is poisoned).", "",
