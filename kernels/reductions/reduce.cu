@@ -34,6 +34,7 @@ namespace {
 using tuning::kMaxPartials;
 using tuning::kMinChunk;
 using tuning::kReduceThreads;
+using tuning::kRowSplitChunks;
 using tuning::kTargetBlocks;
 using tuning::kWarpRowMax;
 
@@ -441,8 +442,8 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
   plan->vector = plan->kind == Plan::kRow && plan->k % v == 0 && aligned16(x.data) &&
                  all_aligned(plan->kept_x, nk);
   int64_t chunks = 1;
-  if (plan->tpr == kReduceThreads && plan->m < kTargetBlocks) {
-    chunks = ceil_div(kTargetBlocks, plan->m);
+  if (plan->tpr == kReduceThreads && plan->m < kRowSplitChunks) {
+    chunks = ceil_div(kRowSplitChunks, plan->m);
     const int64_t max_by_len = ceil_div(plan->k, kMinChunk);
     if (chunks > max_by_len) chunks = max_by_len;
     if (chunks > kMaxPartials) chunks = kMaxPartials;

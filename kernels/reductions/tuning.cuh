@@ -26,18 +26,22 @@ inline constexpr int kEwContiguousMinBlocks = 16;
 inline constexpr int kReduceThreads = 256;
 // Rows of at most this many elements are reduced by one warp each.
 inline constexpr int kWarpRowMax = 1024;
-// Blocks wanted in flight for a split reduction: 4 per SM on a 132-SM H100. The
-// value is a constant, not read from the device, so the split (and so the result
-// bits) depends only on the shape.
-// Caveat (ptxas): reduce_row_kernel bf16 sum uses 76 registers, so only 3 blocks of 256
-// fit per SM and a 525-block split runs as 396 + a tail of 129. Capping at 64 registers
-// spilled 16 bytes; left open.
+// Blocks wanted in flight for a split column reduction: 4 per SM on a 132-SM H100. The
+// value is a constant, not read from the device, so the split (and so the result bits)
+// depends only on the shape.
 inline constexpr int kTargetBlocks = 528;
+// Chunks of a split row reduction (sum over all elements, or over a few long rows): a
+// multiple of both 4 × 132 (f32: 4 blocks of 256 per SM) and 3 × 132 (16-bit:
+// reduce_row_kernel bf16 uses 76 registers, so 3 blocks per SM), so every wave on an
+// H100 is full. With 528 chunks a bf16 split ran as 396 blocks and then a tail of 132 at
+// one block per SM: sum all bf16 [64 Mi] read 82% of copy (perf/results/h100/
+// 2026-11-25_reductions/). Constant, as above: the split depends only on the shape.
+inline constexpr int kRowSplitChunks = 1584;
 // A split never makes chunks smaller than this many elements (2 tiles of 256×16B
 // vectors for f32), so each block streams long enough to hide its start-up.
 inline constexpr long long kMinChunk = 8192;
 // At most this many partials per output; the finalize pass reads them with one warp.
-inline constexpr int kMaxPartials = 1024;
+inline constexpr int kMaxPartials = 2048;
 
 // Softmax and norms: rows longer than the largest register-cached configuration
 // (32768 elements) go to the two-pass chunked path with chunks of this many elements.
