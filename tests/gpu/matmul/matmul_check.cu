@@ -11,7 +11,8 @@
 // Build (no CMake needed):
 //   nvcc -std=c++17 -O2 -I abi/include -Xcompiler -fopenmp tests/gpu/matmul/matmul_check.cu \
 //        -lcublas -ldl -o matmul_check
-// Run: matmul_check [--no-bench] [--no-check] libgpukit_matmul_sm90.so libgpukit_cublaslt.so ...
+// Run: matmul_check [--no-bench] [--no-check] [--only 8192x8192] libgpukit_matmul_sm90.so ...
+//      (--only: benchmark the rows whose "MxNxK dtype B" label contains the text)
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_fp16.h>
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -789,7 +791,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
+// `only`: when not empty, the rows whose "MxNxK dtype B" label contains it (e.g.
+// "8192x8192x8192 bf16 N").
+void bench(std::vector<Plugin>& plugins, cublasHandle_t blas, const std::string& only) {
+  constexpr int kSamples = 15;
   const BenchShape shapes[] = {
       {4096, 4096, 4096, GK_DTYPE_BF16, false}, {4096, 4096, 4096, GK_DTYPE_BF16, true},
       {4096, 4096, 4096, GK_DTYPE_F16, false},  {8192, 8192, 8192, GK_DTYPE_BF16, false},
@@ -801,11 +806,12 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       {4096, 4096, 4096, GK_DTYPE_F32, false},
       {4096, 4096, 4096, GK_DTYPE_F32, false, true}, {4096, 4096, 4096, GK_DTYPE_F32, true, true},
   };
-    std::printf(
-      "\n== benchmark (TFLOP/s, median; ratio = plugin / cublasGemmEx at the mean of its time "
-      "before and after the plugins; drift = cuBLAS after / before) ==\n");
+  std::printf(
+      "\n== benchmark (TFLOP/s, median of %d samples, each contender's samples interleaved "
+      "with the others'; ratio = plugin / cublasGemmEx; drift = cuBLAS's last third of "
+      "samples against its first, in speed) ==\n", kSamples);
   std::printf("%-26s %-5s %-2s", "shape MxNxK", "dtype", "B");
-    std::printf(" %10s %6s", "cuBLAS", "drift");
+  std::printf(" %10s %6s", "cuBLAS", "drift");
   for (auto& p : plugins) std::printf(" %12s %6s", p.name.c_str(), "ratio");
   std::printf("\n");
   cudaStream_t stream;
@@ -813,10 +819,16 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
   CHECK_CUDA(cublasSetStream(blas, stream) == CUBLAS_STATUS_SUCCESS ? cudaSuccess
                                                                      : cudaErrorUnknown);
   for (const auto& s : shapes) {
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)s.m, (long long)s.n,
+                  (long long)s.k);
     Case c;
     c.dtype = c.out_dtype = s.dtype;
     c.m = s.m, c.n = s.n, c.k = s.k, c.tb = s.tb;
     c.tf32 = s.dtype == GK_DTYPE_F32 && !s.highest;
+    const std::string label = std::string(shape) + " " + (c.tf32 ? "tf32" : dname(s.dtype)) +
+                              " " + (s.tb ? "T" : "N");
+    if (!only.empty() && label.find(only) == std::string::npos) continue;
     const double set_bytes = double(s.m * s.k + s.k * s.n) * double(dsize(s.dtype));
     const int sets = int(std::min(8.0, std::max(1.0, std::ceil(128e6 / set_bytes))));
     std::vector<Prepared> P(sets);
@@ -825,63 +837,69 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
       p.args.stream = stream;
     }
     const double flops = 2.0 * s.m * s.n * s.k;
-    const int reps = flops > 1e11 ? 5 : 20, samples = 15;
+    const int reps = flops > 1e11 ? 5 : 20, samples = kSamples;
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
-    auto time_it = [&](auto&& call) {
-      for (int w = 0; w < 3; ++w) call(P[w % sets]);
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      std::vector<double> t;
-      int it = 0;
-      for (int sm = 0; sm < samples; ++sm) {
-        CHECK_CUDA(cudaEventRecord(e0, stream));
-        for (int r = 0; r < reps; ++r) call(P[(it++) % sets]);
-        CHECK_CUDA(cudaEventRecord(e1, stream));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        float ms;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms / reps);
-      }
-      return flops / (median(t) * 1e-3) / 1e12;
-    };
     const cudaDataType_t dt = s.dtype == GK_DTYPE_F32    ? CUDA_R_32F
                               : s.dtype == GK_DTYPE_BF16 ? CUDA_R_16BF
                                                          : CUDA_R_16F;
     const cublasComputeType_t compute =
         c.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float one = 1.0f, zero = 0.0f;
-        auto time_cublas = [&] {
-      return time_it([&](Prepared& p) {
-        // row-major out = a·op(b)  ⇔  column-major outᵀ = op(b)ᵀ·aᵀ
-        cublasGemmEx(blas, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m),
-                     int(s.k), &one, p.b.t.data, dt, int(s.tb ? s.k : s.n), p.a.t.data, dt,
-                     int(s.k), &zero, p.c.t.data, dt, int(s.n), compute, CUBLAS_GEMM_DEFAULT);
-      });
-    };
-    // cuBLAS runs before and after the plugins and counts at its mean time: the GPU's clock
-    // drifts over a row (by several percent on the H100), which would favour one side.
-    const double cublas_before = time_cublas();
-    std::vector<double> ours;  // TFLOP/s; 0 declined, -1 failed
-    for (auto& pl : plugins) {
+    // The contenders: cuBLAS, then each plugin that accepts the shape.
+    std::vector<std::function<bool(Prepared&)>> calls;
+    calls.push_back([&](Prepared& p) {
+      // row-major out = a·op(b)  ⇔  column-major outᵀ = op(b)ᵀ·aᵀ
+      return cublasGemmEx(blas, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m),
+                          int(s.k), &one, p.b.t.data, dt, int(s.tb ? s.k : s.n), p.a.t.data, dt,
+                          int(s.k), &zero, p.c.t.data, dt, int(s.n), compute,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    });
+    std::vector<int> slot(plugins.size(), -1);  // plugin → index in calls, -1 declined
+    for (size_t i = 0; i < plugins.size(); ++i) {
+      Plugin& pl = plugins[i];
       char reason[256] = "";
-      if (pl.api->supports(pl.state, &P[0].args, reason, sizeof(reason)) != GK_OK) {
-        ours.push_back(0);
-        continue;
-      }
-      bool failed = false;
-      const double tf = time_it([&](Prepared& p) {
-        if (pl.api->launch(pl.state, &p.args) != GK_OK) failed = true;
-      });
-      ours.push_back(failed ? -1 : tf);
+      if (pl.api->supports(pl.state, &P[0].args, reason, sizeof(reason)) != GK_OK) continue;
+      slot[i] = int(calls.size());
+      calls.push_back([&pl](Prepared& p) { return pl.api->launch(pl.state, &p.args) == GK_OK; });
     }
-    const double cublas_after = time_cublas();
-    const double cublas_tflops = 2.0 / (1.0 / cublas_before + 1.0 / cublas_after);
-    char shape[64];
-    std::snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)s.m, (long long)s.n,
-                  (long long)s.k);
+    // Samples are interleaved: in sample k every contender runs `reps` calls, starting with
+    // contender k % n, so a drift of the GPU's clock over the row (power, heat: several
+    // percent at 8192³ on the H100) reaches all alike instead of favouring whoever ran first.
+    const size_t n_calls = calls.size();
+    std::vector<std::vector<double>> times(n_calls);
+    std::vector<bool> failed(n_calls, false);
+    int it = 0;
+    for (size_t j = 0; j < n_calls; ++j)
+      for (int w = 0; w < 3; ++w) failed[j] = !calls[j](P[w % sets]) || failed[j];
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (int sm = 0; sm < samples; ++sm) {
+      for (size_t q = 0; q < n_calls; ++q) {
+        const size_t j = (q + size_t(sm)) % n_calls;
+        CHECK_CUDA(cudaEventRecord(e0, stream));
+        for (int r = 0; r < reps; ++r) failed[j] = !calls[j](P[(it++) % sets]) || failed[j];
+        CHECK_CUDA(cudaEventRecord(e1, stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float ms;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        times[j].push_back(ms / reps);
+      }
+    }
+    auto tflops = [&](const std::vector<double>& t) { return flops / (median(t) * 1e-3) / 1e12; };
+    const double cublas_tflops = tflops(times[0]);
+    // drift: cuBLAS's last third of samples against its first third.
+    const size_t third = times[0].size() / 3;
+    const double drift =
+        median(std::vector<double>(times[0].begin(), times[0].begin() + third)) /
+        median(std::vector<double>(times[0].end() - third, times[0].end()));
+    std::vector<double> ours;  // TFLOP/s; 0 declined, -1 failed
+    for (size_t i = 0; i < plugins.size(); ++i) {
+      if (slot[i] < 0) ours.push_back(0);
+      else ours.push_back(failed[slot[i]] ? -1 : tflops(times[slot[i]]));
+    }
     std::printf("%-26s %-5s %-2s %10.1f %6.3f", shape, c.tf32 ? "tf32" : dname(s.dtype),
-                s.tb ? "T" : "N", cublas_tflops, cublas_after / cublas_before);
+                s.tb ? "T" : "N", cublas_tflops, drift);
     for (double tf : ours) {
       if (tf == 0)
         std::printf(" %12s %6s", "declined", "-");
@@ -902,10 +920,12 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas) {
 
 int main(int argc, char** argv) {
   bool do_check = true, do_bench = true;
+  std::string only;
   std::vector<const char*> paths;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-bench")) do_bench = false;
     else if (!std::strcmp(argv[i], "--no-check")) do_check = false;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else paths.push_back(argv[i]);
   }
   cudaDeviceProp prop;
@@ -950,7 +970,7 @@ int main(int argc, char** argv) {
   if (do_bench) {
     cublasHandle_t blas;
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return 2;
-    bench(plugins, blas);
+    bench(plugins, blas, only);
     cublasDestroy(blas);
   }
   for (auto& pl : plugins) pl.api->shutdown(pl.state);
