@@ -29,10 +29,55 @@ constexpr int recycled_size_index(size_t bytes) {
   return -1;
 }
 
+namespace recycled_detail {
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// The calling thread's free lists. Trivially destructible, so it stays usable while the thread
+// exits: other thread_local destructors (and, on the main thread, static destructors) may give
+// blocks back after the lists were emptied. Constant-initialised (constinit), so other files
+// reach it with no thread-local init wrapper: one __tls_get_addr call per access.
+struct BlockCache {
+  FreeBlock* head[kRecycledBlockSizeCount] = {};
+  // How many more blocks each list takes. 0 until the first block given back on the thread
+  // opens the lists (recycled_blocks.cpp registers their emptying at thread exit then), and 0
+  // again once they were emptied: the fast path of give_back_recycled_block is this one test.
+  int room[kRecycledBlockSizeCount] = {};
+  bool open = false;     // the emptying at thread exit is registered and has not run yet
+  bool drained = false;  // it has run: the thread is exiting
+};
+extern constinit thread_local BlockCache block_cache;
+
+// The first block given back on a thread, a full list, or a thread that is exiting.
+void give_back_slow(void* block, int index) noexcept;
+
+}  // namespace recycled_detail
+
 // A block of kRecycledBlockSizes[index] bytes; throws std::bad_alloc like operator new.
-void* take_recycled_block(int index);
+// Inline, as is give_back_recycled_block: the hot paths pay the thread-local lookup and no
+// call around it.
+inline void* take_recycled_block(int index) {
+  recycled_detail::BlockCache& cache = recycled_detail::block_cache;
+  if (recycled_detail::FreeBlock* b = cache.head[index]) {
+    cache.head[index] = b->next;
+    ++cache.room[index];
+    return b;
+  }
+  return ::operator new(kRecycledBlockSizes[index]);
+}
+
 // Gives back a block that take_recycled_block(index) returned (on any thread).
-void give_back_recycled_block(void* block, int index) noexcept;
+inline void give_back_recycled_block(void* block, int index) noexcept {
+  recycled_detail::BlockCache& cache = recycled_detail::block_cache;
+  if (cache.room[index] > 0) {
+    cache.head[index] = new (block) recycled_detail::FreeBlock{cache.head[index]};
+    --cache.room[index];
+    return;
+  }
+  recycled_detail::give_back_slow(block, index);
+}
 
 // Storage of `bytes`: a recycled block when one is large enough, else operator new.
 inline void* take_storage(size_t bytes) {
