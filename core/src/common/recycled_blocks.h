@@ -1,5 +1,5 @@
 // Heap blocks of a few fixed sizes, recycled per thread: the small objects made and dropped on
-// the hot paths (an Allocation with its shared_ptr counts, a gk_tensor, a DLPack export) take
+// the hot paths (an Allocation, a gk_tensor, a DLPack export) take
 // a freed block of the calling thread instead of a malloc + free each.
 //
 // The free lists are per thread, not per pool or runtime: a block is given back after its
@@ -12,13 +12,16 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <new>
+
+#include "common/thread_state.h"
 
 namespace gk {
 
 // The block sizes, smallest first. An object takes a block of the smallest size that holds it.
 inline constexpr size_t kRecycledBlockSizes[] = {128, 256};
-inline constexpr int kRecycledBlockSizeCount = 2;
+static_assert(std::size(kRecycledBlockSizes) == kRecycledBlockSizeCount);
 inline constexpr int kRecycledBlocksPerSize = 32;
 
 // The index in kRecycledBlockSizes of the blocks for `bytes`, or -1 when it is larger.
@@ -30,36 +33,15 @@ constexpr int recycled_size_index(size_t bytes) {
 }
 
 namespace recycled_detail {
-
-struct FreeBlock {
-  FreeBlock* next;
-};
-
-// The calling thread's free lists. Trivially destructible, so it stays usable while the thread
-// exits: other thread_local destructors (and, on the main thread, static destructors) may give
-// blocks back after the lists were emptied. Constant-initialised (constinit), so other files
-// reach it with no thread-local init wrapper: one __tls_get_addr call per access.
-struct BlockCache {
-  FreeBlock* head[kRecycledBlockSizeCount] = {};
-  // How many more blocks each list takes. 0 until the first block given back on the thread
-  // opens the lists (recycled_blocks.cpp registers their emptying at thread exit then), and 0
-  // again once they were emptied: the fast path of give_back_recycled_block is this one test.
-  int room[kRecycledBlockSizeCount] = {};
-  bool open = false;     // the emptying at thread exit is registered and has not run yet
-  bool drained = false;  // it has run: the thread is exiting
-};
-extern constinit thread_local BlockCache block_cache;
-
 // The first block given back on a thread, a full list, or a thread that is exiting.
 void give_back_slow(void* block, int index) noexcept;
-
 }  // namespace recycled_detail
 
 // A block of kRecycledBlockSizes[index] bytes; throws std::bad_alloc like operator new.
 // Inline, as is give_back_recycled_block: the hot paths pay the thread-local lookup and no
 // call around it.
 inline void* take_recycled_block(int index) {
-  recycled_detail::BlockCache& cache = recycled_detail::block_cache;
+  recycled_detail::BlockCache& cache = thread_state.blocks;
   if (recycled_detail::FreeBlock* b = cache.head[index]) {
     cache.head[index] = b->next;
     ++cache.room[index];
@@ -70,7 +52,7 @@ inline void* take_recycled_block(int index) {
 
 // Gives back a block that take_recycled_block(index) returned (on any thread).
 inline void give_back_recycled_block(void* block, int index) noexcept {
-  recycled_detail::BlockCache& cache = recycled_detail::block_cache;
+  recycled_detail::BlockCache& cache = thread_state.blocks;
   if (cache.room[index] > 0) {
     cache.head[index] = new (block) recycled_detail::FreeBlock{cache.head[index]};
     --cache.room[index];

@@ -45,7 +45,7 @@ struct gk_tensor : gk::RecycledStorage {
   uint32_t flags = 0;
   void* data = nullptr;                         // element [0, …, 0]: use gk::tensor_data()
   uint64_t data_offset = 0;                     // element [0, …, 0] from the allocation's start
-  std::shared_ptr<gk::Allocation> allocation;   // GPUkit memory, or
+  gk::AllocationRef allocation;                 // GPUkit memory, or
   gk_release_fn release = nullptr;              // external memory's release callback
   void* release_context = nullptr;
 
