@@ -161,6 +161,26 @@ TEST(Buffer, buffers_freed_on_other_threads_and_at_thread_exit_are_released) {
   EXPECT_EQ(s.alloc_count, s.free_count);
 }
 
+// A buffer and a tensor over it hold one reference each to the allocation (counted in the
+// allocation itself): whichever lets go last frees the memory, once, from either thread.
+TEST(Buffer, a_view_and_its_buffer_let_go_on_two_threads_free_the_memory_once) {
+  RuntimePtr rt = make_runtime(test_options());
+  gk_tensor_desc d = desc(GK_DTYPE_F32, {16});
+  for (int i = 0; i < 200; ++i) {
+    gk_buffer* b = alloc(rt.get(), 16 * sizeof(float));
+    gk_tensor* t = nullptr;
+    ASSERT_EQ(gk_tensor_from_buffer(b, 0, &d, &t), GK_OK) << last_error();
+    std::thread releaser([t] { gk_tensor_release(t); });
+    EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK) << last_error();
+    releaser.join();
+  }
+  gk_memory_stats s{};
+  s.struct_size = sizeof(s);
+  ASSERT_EQ(gk_memory_stats_get(rt.get(), 0, &s), GK_OK);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.alloc_count, s.free_count);
+}
+
 TEST(Buffer, view_reaching_outside_the_buffer_is_refused) {
   RuntimePtr rt = make_runtime(test_options());
   gk_buffer* b = alloc(rt.get(), 16 * sizeof(float));

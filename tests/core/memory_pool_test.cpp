@@ -708,6 +708,33 @@ TEST_F(PoolFixture, a_huge_request_is_not_cut_from_a_free_block_over_twice_its_s
   pool->free(small, S1);
 }
 
+// A huge block freed with no free neighbour stays out of the free sets until the next large
+// request (the alloc+free loop of one size makes no tree operation); stats, other streams and
+// trim still see it.
+TEST_F(PoolFixture, a_huge_block_freed_alone_is_reused_for_its_size_and_seen_everywhere_else) {
+  pool->track_stream(S1);
+  PoolBlock* a = pool->allocate(30 * MiB, S1, nullptr);
+  uintptr_t where = addr(a);
+  pool->free(a, S1);
+  EXPECT_EQ(pool->stats().largest_free_block, 30 * MiB);
+  PoolBlock* b = pool->allocate(30 * MiB, S1, nullptr);
+  EXPECT_EQ(addr(b), where) << "reused at once on its own stream";
+  EXPECT_EQ(pool->stats().events_recorded, 0u);
+  pool->free(b, S1);
+  PoolBlock* other = pool->allocate(12 * MiB, S1, nullptr);  // 30 MiB is over twice that
+  EXPECT_NE(addr(other), where);
+  EXPECT_EQ(pool->stats().largest_free_block, 30 * MiB);
+  pool->free(other, S1);
+  PoolBlock* c = pool->allocate(30 * MiB, S2, nullptr);  // pending on S1: ordered by a wait
+  EXPECT_EQ(addr(c), where);
+  ASSERT_EQ(state.waits.size(), 1u) << "S2 waits for the free on S1, the host does not";
+  EXPECT_EQ(state.waits[0].first, S2);
+  pool->free(c, S2);
+  state.complete_all();
+  EXPECT_EQ(pool->trim(), 42 * MiB);
+  EXPECT_EQ(state.segments_mapped, 0);
+}
+
 TEST_F(PoolFixture, a_medium_request_never_lands_in_a_huge_segment) {
   state.synchronous = true;
   PoolBlock* a = pool->allocate(40 * MiB, S1, nullptr);

@@ -6,10 +6,19 @@
 
 namespace gk {
 
-inline std::string hex_text(uint32_t value) {
-  char text[16];
-  std::snprintf(text, sizeof(text), "%x", value);
-  return text;
+// The failures of gk_buffer_alloc's checks, out of line: building their messages inline
+// made every call save more registers and keep a larger frame.
+[[noreturn, gnu::cold, gnu::noinline]] void fail_alloc_flags(uint32_t flags) {
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%x", flags);
+  fail(GK_INVALID_ARGUMENT,
+       std::string("gk_buffer_alloc: flags 0x") + hex + " has bits that are not GK_BUFFER_* flags");
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] void fail_owner_device(const gk_memory_owner& owner,
+                                                              const Device& device) {
+  fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: owner '" + owner.owner->name + "' belongs to " +
+                                owner.device->label() + ", but the buffer is on " + device.label());
 }
 
 }  // namespace gk
@@ -24,18 +33,11 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
     gk::require_struct(args->struct_size, GK_ALLOC_ARGS_SIZE, "gk_buffer_alloc", "gk_alloc_args");
     const gk::Device& d = rt.devices().at(args->device);
     gk_stream& s = gk::stream_for(rt, args->stream, d, "gk_buffer_alloc");
-    if (args->flags & ~uint32_t(GK_BUFFER_EVICTABLE)) {
-      gk::fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: flags 0x" + gk::hex_text(args->flags) +
-                                        " has bits that are not GK_BUFFER_* flags");
-    }
+    if (args->flags & ~uint32_t(GK_BUFFER_EVICTABLE)) gk::fail_alloc_flags(args->flags);
     gk::MemoryOwner* owner = nullptr;
     gk::Task* task = nullptr;
     if (args->struct_size >= GK_STRUCT_SIZE(gk_alloc_args, owner) && args->owner) {
-      if (args->owner->device != &d) {
-        gk::fail(GK_INVALID_ARGUMENT, "gk_buffer_alloc: owner '" + args->owner->owner->name +
-                                          "' belongs to " + args->owner->device->label() +
-                                          ", but the buffer is on " + d.label());
-      }
+      if (args->owner->device != &d) gk::fail_owner_device(*args->owner, d);
       owner = args->owner->owner;
       task = args->owner->task;
     }
@@ -56,8 +58,8 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
 GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream) {
   return gk::c_guard([&] {
     // The stream is checked before the handle goes stale, so a bad call changes nothing.
-    std::shared_ptr<gk::Allocation> allocation = gk::BufferTable::instance().remove(
-        buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
+    gk::AllocationRef allocation =
+        gk::BufferTable::instance().remove(buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
           if (!stream) return;
           gk::stream_for(e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
         });

@@ -411,7 +411,7 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
     struct Created {
       gk::CallArray<gk_tensor*> tensors;
       ~Created() {
-        for (size_t i = 0; i < tensors.size(); ++i) gk_tensor_release(tensors[i]);
+        for (size_t i = 0; i < tensors.size(); ++i) gk::release_tensor(tensors[i]);
       }
     } created{gk::CallArray<gk_tensor*>(inferred.size())};
     gk::CallArray<gk_tensor_desc> output_descs(inferred.size());

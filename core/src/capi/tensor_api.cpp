@@ -191,17 +191,11 @@ GK_API gk_status gk_tensor_from_external(gk_runtime* runtime, int32_t device, vo
 }
 
 GK_API void gk_tensor_retain(gk_tensor* tensor) {
-  if (tensor) tensor->refs.fetch_add(1, std::memory_order_relaxed);
+  gk::retain_tensor(tensor);
 }
 
 GK_API void gk_tensor_release(gk_tensor* tensor) {
-  if (!tensor) return;
-  // The only reference (no other holder can add one meanwhile) goes without an atomic
-  // read-modify-write; the acquire load orders the other holders' releases before the delete.
-  if (tensor->refs.load(std::memory_order_acquire) == 1 ||
-      tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    delete tensor;
-  }
+  gk::release_tensor(tensor);
 }
 
 GK_API gk_status gk_tensor_get_desc(const gk_tensor* tensor, gk_tensor_desc* out) {

@@ -41,9 +41,10 @@ void set_last_error(std::string message);
 const char* last_error();
 
 // Runs `fn` behind a C entry point: no exception escapes, the status is returned and the
-// message recorded for gk_last_error().
+// message recorded for gk_last_error(). Always inlined: each instance has one caller, its
+// entry point, and a call would only pass the lambda's captures through memory.
 template <typename Fn>
-gk_status c_guard(Fn&& fn) noexcept {
+[[gnu::always_inline]] inline gk_status c_guard(Fn&& fn) noexcept {
   try {
     fn();
     return GK_OK;

@@ -1,5 +1,5 @@
 // Heap blocks of a few fixed sizes, recycled per thread: the small objects made and dropped on
-// the hot paths (an Allocation with its shared_ptr counts, a gk_tensor, a DLPack export) take
+// the hot paths (an Allocation, a gk_tensor, a DLPack export) take
 // a freed block of the calling thread instead of a malloc + free each.
 //
 // The free lists are per thread, not per pool or runtime: a block is given back after its
@@ -12,13 +12,16 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <new>
+
+#include "common/thread_state.h"
 
 namespace gk {
 
 // The block sizes, smallest first. An object takes a block of the smallest size that holds it.
 inline constexpr size_t kRecycledBlockSizes[] = {128, 256};
-inline constexpr int kRecycledBlockSizeCount = 2;
+static_assert(std::size(kRecycledBlockSizes) == kRecycledBlockSizeCount);
 inline constexpr int kRecycledBlocksPerSize = 32;
 
 // The index in kRecycledBlockSizes of the blocks for `bytes`, or -1 when it is larger.
@@ -29,10 +32,34 @@ constexpr int recycled_size_index(size_t bytes) {
   return -1;
 }
 
+namespace recycled_detail {
+// The first block given back on a thread, a full list, or a thread that is exiting.
+void give_back_slow(void* block, int index) noexcept;
+}  // namespace recycled_detail
+
 // A block of kRecycledBlockSizes[index] bytes; throws std::bad_alloc like operator new.
-void* take_recycled_block(int index);
+// Inline, as is give_back_recycled_block: the hot paths pay the thread-local lookup and no
+// call around it.
+inline void* take_recycled_block(int index) {
+  recycled_detail::BlockCache& cache = thread_state.blocks;
+  if (recycled_detail::FreeBlock* b = cache.head[index]) {
+    cache.head[index] = b->next;
+    ++cache.room[index];
+    return b;
+  }
+  return ::operator new(kRecycledBlockSizes[index]);
+}
+
 // Gives back a block that take_recycled_block(index) returned (on any thread).
-void give_back_recycled_block(void* block, int index) noexcept;
+inline void give_back_recycled_block(void* block, int index) noexcept {
+  recycled_detail::BlockCache& cache = thread_state.blocks;
+  if (cache.room[index] > 0) {
+    cache.head[index] = new (block) recycled_detail::FreeBlock{cache.head[index]};
+    --cache.room[index];
+    return;
+  }
+  recycled_detail::give_back_slow(block, index);
+}
 
 // Storage of `bytes`: a recycled block when one is large enough, else operator new.
 inline void* take_storage(size_t bytes) {

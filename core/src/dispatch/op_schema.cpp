@@ -565,12 +565,16 @@ gk_tensor_desc make_desc(int32_t dtype, const std::vector<int64_t>& shape) {
 }
 
 void fill_contiguous_strides(gk_tensor_desc* desc) {
-  int64_t stride = 1;
-  for (int32_t k = desc->ndim - 1; k >= 0; --k) {
-    desc->strides[k] = stride;
-    stride *= std::max<int64_t>(desc->shape[k], 1);
-  }
+  contiguous_strides(desc->ndim, desc->shape, desc->strides);
   desc->has_strides = 1;
+}
+
+void contiguous_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
+  int64_t stride = 1;
+  for (int32_t k = ndim - 1; k >= 0; --k) {
+    strides[k] = stride;
+    stride *= std::max<int64_t>(shape[k], 1);
+  }
 }
 
 }  // namespace gk

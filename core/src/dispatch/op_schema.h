@@ -112,7 +112,9 @@ int64_t numel(const gk_tensor_desc& desc);
 bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b);
 // A contiguous descriptor.
 gk_tensor_desc make_desc(int32_t dtype, const std::vector<int64_t>& shape);
-// Fills desc->strides with the contiguous strides when has_strides is 0.
+// Fills desc->strides with the contiguous strides and sets has_strides.
 void fill_contiguous_strides(gk_tensor_desc* desc);
+// The contiguous strides (in elements) of `shape[0..ndim)`; a 0 dimension counts as 1.
+void contiguous_strides(int32_t ndim, const int64_t* shape, int64_t* strides);
 
 }  // namespace gk

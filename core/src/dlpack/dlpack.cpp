@@ -1,10 +1,12 @@
 // DLPack 1.x exchange: gk_tensor ⇄ DLManagedTensor(Versioned), zero copy.
 //
-// Export: a heap block holds the DLPack struct, the shape and strides arrays it points to
-// and one reference to the tensor; the deleter drops both. Import: a tensor over the
+// Export: a heap block holds the DLPack struct and one reference to the tensor, whose shape
+// and strides arrays the DLTensor points to; the deleter drops both. Import: a tensor over the
 // producer's memory whose release callback calls the producer's deleter.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -22,31 +24,32 @@ struct DLPackCode {
   uint8_t bits;
 };
 
+[[noreturn, gnu::cold, gnu::noinline]] void fail_no_dl_code(int32_t dtype) {
+  fail(GK_INTERNAL, "tensor dtype " + std::to_string(dtype) + " has no DLPack code");
+}
+
+// The DLPack code and bits of each gk dtype, indexed by its value.
+constexpr DLPackCode kDLPackCodes[] = {
+    {0, 0},           // not a dtype
+    {kDLFloat, 32},   // GK_DTYPE_F32
+    {kDLFloat, 64},   // GK_DTYPE_F64
+    {kDLFloat, 16},   // GK_DTYPE_F16
+    {kDLBfloat, 16},  // GK_DTYPE_BF16
+    {kDLInt, 8},      // GK_DTYPE_I8
+    {kDLInt, 16},     // GK_DTYPE_I16
+    {kDLInt, 32},     // GK_DTYPE_I32
+    {kDLInt, 64},     // GK_DTYPE_I64
+    {kDLUInt, 8},     // GK_DTYPE_U8
+    {kDLBool, 8},     // GK_DTYPE_BOOL
+};
+static_assert(GK_DTYPE_F32 == 1 && GK_DTYPE_F64 == 2 && GK_DTYPE_F16 == 3 && GK_DTYPE_BF16 == 4 &&
+                  GK_DTYPE_I8 == 5 && GK_DTYPE_I16 == 6 && GK_DTYPE_I32 == 7 && GK_DTYPE_I64 == 8 &&
+                  GK_DTYPE_U8 == 9 && GK_DTYPE_BOOL == 10 && std::size(kDLPackCodes) == 11,
+              "kDLPackCodes is indexed by gk_dtype");
+
 DLPackCode dl_dtype_of(int32_t dtype) {
-  switch (dtype) {
-    case GK_DTYPE_F32:
-      return {kDLFloat, 32};
-    case GK_DTYPE_F64:
-      return {kDLFloat, 64};
-    case GK_DTYPE_F16:
-      return {kDLFloat, 16};
-    case GK_DTYPE_BF16:
-      return {kDLBfloat, 16};
-    case GK_DTYPE_I8:
-      return {kDLInt, 8};
-    case GK_DTYPE_I16:
-      return {kDLInt, 16};
-    case GK_DTYPE_I32:
-      return {kDLInt, 32};
-    case GK_DTYPE_I64:
-      return {kDLInt, 64};
-    case GK_DTYPE_U8:
-      return {kDLUInt, 8};
-    case GK_DTYPE_BOOL:
-      return {kDLBool, 8};
-    default:
-      fail(GK_INTERNAL, "tensor dtype " + std::to_string(dtype) + " has no DLPack code");
-  }
+  if (dtype < GK_DTYPE_F32 || dtype > GK_DTYPE_BOOL) fail_no_dl_code(dtype);
+  return kDLPackCodes[dtype];
 }
 
 const char* dl_code_name(uint8_t code) {
@@ -68,47 +71,6 @@ const char* dl_code_name(uint8_t code) {
     default:
       return code >= 7 && code <= 17 ? "float8/6/4" : "unknown";
   }
-}
-
-int32_t gk_dtype_of(const DLDataType& t, const char* function) {
-  int32_t dtype = 0;
-  if (t.lanes == 1) {
-    switch (t.code) {
-      case kDLFloat:
-        dtype = t.bits == 32   ? GK_DTYPE_F32
-                : t.bits == 64 ? GK_DTYPE_F64
-                : t.bits == 16 ? GK_DTYPE_F16
-                               : 0;
-        break;
-      case kDLBfloat:
-        dtype = t.bits == 16 ? GK_DTYPE_BF16 : 0;
-        break;
-      case kDLInt:
-        dtype = t.bits == 8    ? GK_DTYPE_I8
-                : t.bits == 16 ? GK_DTYPE_I16
-                : t.bits == 32 ? GK_DTYPE_I32
-                : t.bits == 64 ? GK_DTYPE_I64
-                               : 0;
-        break;
-      case kDLUInt:
-        dtype = t.bits == 8 ? GK_DTYPE_U8 : 0;
-        break;
-      case kDLBool:
-        dtype = t.bits == 8 ? GK_DTYPE_BOOL : 0;
-        break;
-      default:
-        break;
-    }
-  }
-  if (!dtype) {
-    fail(GK_INVALID_ARGUMENT,
-         std::string(function) + ": unsupported DLPack dtype " + dl_code_name(t.code) + " (code " +
-             std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
-             std::to_string(t.lanes) +
-             "); supported with lanes 1: float 16/32/64, bfloat 16, int 8/16/32/64, uint 8, "
-             "bool 8");
-  }
-  return dtype;
 }
 
 const char* dl_device_name(int32_t type) {
@@ -148,15 +110,15 @@ const char* dl_device_name(int32_t type) {
   }
 }
 
-// The runtime device id for a DLPack device.
-int32_t device_of(const Runtime& rt, const DLDevice& d, const char* function) {
+// The runtime device for a DLPack device other than the host's.
+[[gnu::noinline]] const Device& device_of_other(const Runtime& rt, const DLDevice& d,
+                                                const char* function) {
   int32_t type = int32_t(d.device_type);
-  if (type == kDLCPU || type == kDLCUDAHost) return 0;
   if (type == kDLCUDA || type == kDLCUDAManaged) {
     std::string cuda_ids;
     for (const Device& dev : rt.devices().devices()) {
       if (!dev.is_cuda()) continue;
-      if (dev.ordinal == d.device_id) return dev.id;
+      if (dev.ordinal == d.device_id) return dev;
       cuda_ids += (cuda_ids.empty() ? "" : ", ") + std::to_string(dev.ordinal);
     }
     fail(GK_INVALID_ARGUMENT, std::string(function) + ": the tensor is on CUDA device " +
@@ -169,15 +131,36 @@ int32_t device_of(const Runtime& rt, const DLDevice& d, const char* function) {
                                 "); supported: kDLCPU, kDLCUDAHost, kDLCUDA, kDLCUDAManaged");
 }
 
-// The failures of desc_of_dl, out of line: building their messages inline made every
+// The runtime device for a DLPack device.
+const Device& device_of(const Runtime& rt, const DLDevice& d, const char* function) {
+  if (d.device_type == kDLCPU || d.device_type == kDLCUDAHost) {
+    return rt.devices().devices().front();  // the host CPU, id 0
+  }
+  return device_of_other(rt, d, function);
+}
+
+// The failures of set_from_dl, out of line: building their messages inline made every
 // import save and restore registers and zero a larger frame for strings it never builds.
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_dtype(const char* function,
+                                                          const DLDataType& t) {
+  fail(GK_INVALID_ARGUMENT,
+       std::string(function) + ": unsupported DLPack dtype " + dl_code_name(t.code) + " (code " +
+           std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
+           std::to_string(t.lanes) +
+           "); supported with lanes 1: float 16/32/64, bfloat 16, int 8/16/32/64, uint 8, bool 8");
+}
 [[noreturn, gnu::cold, gnu::noinline]] void fail_dl_ndim(const char* function, int32_t ndim) {
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": ndim " + std::to_string(ndim) +
                                 " is outside 0.." + std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
 }
-[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_shape(const char* function,
-                                                          const gk_tensor_desc& d,
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_null_shape(const char* function) {
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape is NULL");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_shape(const char* function, const DLTensor& t,
                                                           const char* problem) {
+  gk_tensor_desc d{};
+  d.ndim = t.ndim;
+  std::copy(t.shape, t.shape + t.ndim, d.shape);
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) + problem);
 }
 [[noreturn, gnu::cold, gnu::noinline]] void fail_dl_data(const char* function, int64_t count,
@@ -190,82 +173,122 @@ int32_t device_of(const Runtime& rt, const DLDevice& d, const char* function) {
                                 std::to_string(size) + "-byte " + dtype_name(dtype) + " elements");
 }
 
-// A descriptor for a DLTensor, checked; `data` receives the address of element 0.
-gk_tensor_desc desc_of_dl(const DLTensor& t, bool read_only, const char* function, void** data) {
-  gk_tensor_desc d{};  // dims past ndim stay 0: tensors are compared and hashed whole
-  d.struct_size = sizeof(d);
-  d.dtype = gk_dtype_of(t.dtype, function);
+// The gk dtype of a DLPack dtype, or 0.
+int32_t gk_dtype_of(const DLDataType& t) {
+  if (t.lanes != 1) return 0;
+  switch (t.code) {
+    case kDLFloat:
+      return t.bits == 32   ? GK_DTYPE_F32
+             : t.bits == 64 ? GK_DTYPE_F64
+             : t.bits == 16 ? GK_DTYPE_F16
+                            : 0;
+    case kDLBfloat:
+      return t.bits == 16 ? GK_DTYPE_BF16 : 0;
+    case kDLInt:
+      return t.bits == 8    ? GK_DTYPE_I8
+             : t.bits == 16 ? GK_DTYPE_I16
+             : t.bits == 32 ? GK_DTYPE_I32
+             : t.bits == 64 ? GK_DTYPE_I64
+                            : 0;
+    case kDLUInt:
+      return t.bits == 8 ? GK_DTYPE_U8 : 0;
+    case kDLBool:
+      return t.bits == 8 ? GK_DTYPE_BOOL : 0;
+    default:
+      return 0;
+  }
+}
+
+uint64_t magnitude(int64_t v) {
+  return v < 0 ? 0 - uint64_t(v) : uint64_t(v);
+}
+
+// Checks a DLTensor and sets a new tensor's dtype, ndim, shape, strides, flags and data
+// from it (written in place: dims past ndim stay 0, as tensors are compared and hashed whole).
+[[gnu::always_inline]] inline void set_from_dl(const DLTensor& t, bool read_only,
+                                               const char* function, gk_tensor& out) {
+  out.dtype = gk_dtype_of(t.dtype);
+  if (!out.dtype) fail_dl_dtype(function, t.dtype);
   if (t.ndim < 0 || t.ndim > GK_MAX_DIMS) fail_dl_ndim(function, t.ndim);
-  d.ndim = t.ndim;
-  if (t.ndim > 0 && !t.shape) fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape is NULL");
+  out.ndim = t.ndim;
+  if (t.ndim > 0 && !t.shape) fail_dl_null_shape(function);
+  // One pass over the dims: copies and checks the shape and, when given, the strides. The
+  // farthest element must be addressable: |(shape-1)·stride| summed, in bytes, where any
+  // 64-bit overflow on the way means well beyond 2^63.
   int64_t count = 1;
   bool negative = false;
+  uint64_t reach = 0;
+  bool overflow = false;
   for (int32_t k = 0; k < t.ndim; ++k) {
-    d.shape[k] = t.shape[k];
-    negative |= t.shape[k] < 0;
-    count *= t.shape[k];
-  }
-  if (negative) fail_dl_shape(function, d, " has a negative dimension");
-  // gk_dtype_of accepted the dtype: whole bytes (bool is 8 bits).
-  const int64_t size = t.dtype.bits / 8;
-  d.has_strides = 1;
-  if (t.strides) {
-    // The farthest element must be addressable: |(shape-1)·stride| summed, in bytes.
-    __int128 reach = 0;
-    for (int32_t k = 0; k < t.ndim; ++k) {
-      d.strides[k] = t.strides[k];
-      const __int128 r = __int128(t.shape[k] - 1) * t.strides[k];
-      reach += r < 0 ? -r : r;
+    const int64_t n = t.shape[k];
+    out.shape[k] = n;
+    negative |= n < 0;
+    count *= n;
+    if (t.strides) {
+      out.strides[k] = t.strides[k];
+      // n - 1 is -1 only when n is 0: then count is 0 and the reach is not checked.
+      uint64_t r;
+      if (__builtin_mul_overflow(uint64_t(n - 1), magnitude(t.strides[k]), &r) ||
+          __builtin_add_overflow(reach, r, &reach)) {
+        overflow = true;
+      }
     }
-    if (count > 0 && reach * size > __int128(INT64_MAX))
-      fail_dl_shape(function, d, " with these strides reaches beyond 2^63 bytes");
-  } else {
-    fill_contiguous_strides(&d);
   }
-  d.flags = read_only ? GK_TENSOR_READ_ONLY : 0;
+  if (negative) fail_dl_shape(function, t, " has a negative dimension");
+  // gk_dtype_of accepted the dtype: whole bytes (bool is 8 bits), a power of two.
+  const int64_t size = t.dtype.bits / 8;
+  if (t.strides) {
+    overflow |= __builtin_mul_overflow(reach, uint64_t(size), &reach);
+    if (count > 0 && (overflow || reach > uint64_t(INT64_MAX)))
+      fail_dl_shape(function, t, " with these strides reaches beyond 2^63 bytes");
+  } else {
+    contiguous_strides(t.ndim, t.shape, out.strides);
+  }
+  out.flags = read_only ? GK_TENSOR_READ_ONLY : 0;
   char* p = static_cast<char*>(t.data);
   if (count > 0) {
-    if (!p) fail_dl_data(function, -count, d.dtype, size);
+    if (!p) fail_dl_data(function, -count, out.dtype, size);
     p += t.byte_offset;
-    if (reinterpret_cast<uintptr_t>(p) % size != 0) fail_dl_data(function, count, d.dtype, size);
+    if (reinterpret_cast<uintptr_t>(p) & uintptr_t(size - 1))
+      fail_dl_data(function, count, out.dtype, size);
   } else if (p) {
     p += t.byte_offset;
   }
-  *data = p;
-  return d;
+  out.data = p;
 }
 
-// Fills a DLTensor for `t` at address `data`, pointing at shape and strides arrays the
-// caller keeps.
-void fill_dl(const gk_tensor& t, void* data, int64_t* shape, int64_t* strides, DLTensor* out) {
-  out->data = data;
-  if (t.device->is_cuda()) {
-    out->device.device_type = kDLCUDA;
-    out->device.device_id = t.device->ordinal;
-  } else {
-    out->device.device_type = kDLCPU;
-    out->device.device_id = 0;
-  }
-  out->ndim = t.ndim;
-  DLPackCode c = dl_dtype_of(t.dtype);
-  out->dtype.code = c.code;
-  out->dtype.bits = c.bits;
-  out->dtype.lanes = 1;
-  std::memcpy(shape, t.shape, sizeof(int64_t) * GK_MAX_DIMS);
-  std::memcpy(strides, t.strides, sizeof(int64_t) * GK_MAX_DIMS);
-  out->shape = shape;
-  out->strides = strides;
-  out->byte_offset = 0;
-}
-
-// In recycled storage: a DLPack exchange makes and drops one per call.
+// In recycled storage: a DLPack exchange makes and drops one per call. The DLTensor's shape
+// and strides point into the exported tensor, which this holds and whose shape and strides
+// never change.
 template <typename Managed>
 struct Export : RecycledStorage {
   Managed managed{};
-  int64_t shape[GK_MAX_DIMS] = {};
-  int64_t strides[GK_MAX_DIMS] = {};
   gk_tensor* tensor = nullptr;
   Allocation* pinned = nullptr;  // evictable memory stays resident while exported
+
+  // Fills `managed` but for the flags and version; holds a reference to `t` when it returns.
+  explicit Export(gk_tensor* t) : tensor(t) {
+    DLTensor& out = managed.dl_tensor;
+    DLPackCode c = dl_dtype_of(t->dtype);  // before address(): nothing throws after a pin
+    out.dtype.code = c.code;
+    out.dtype.bits = c.bits;
+    out.dtype.lanes = 1;
+    out.data = address();
+    if (t->device->is_cuda()) {
+      out.device.device_type = kDLCUDA;
+      out.device.device_id = t->device->ordinal;
+    } else {
+      out.device.device_type = kDLCPU;
+      out.device.device_id = 0;
+    }
+    out.ndim = t->ndim;
+    out.shape = t->shape;
+    out.strides = t->strides;
+    out.byte_offset = 0;
+    managed.manager_ctx = this;
+    managed.deleter = &deleter;
+    retain_tensor(t);
+  }
 
   // The address to export: evictable memory is restored (if spilled) and pinned, since
   // the consumer keeps the raw pointer until it calls the deleter.
@@ -280,7 +303,7 @@ struct Export : RecycledStorage {
     if (!self) return;
     auto* e = static_cast<Export*>(self->manager_ctx);
     if (e->pinned) e->pinned->unpin();
-    gk_tensor_release(e->tensor);
+    release_tensor(e->tensor);
     delete e;
   }
 };
@@ -288,6 +311,25 @@ struct Export : RecycledStorage {
 static_assert(recycled_size_index(sizeof(Export<DLManagedTensorVersioned>)) >= 0 &&
                   recycled_size_index(sizeof(Export<DLManagedTensor>)) >= 0,
               "add a larger recycled block size");
+
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_flags(const char* function, uint64_t flags) {
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(flags));
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": flags 0x" + hex +
+                                " hold bits other than READ_ONLY (0x1) and IS_COPIED (0x2)");
+}
+
+// A DLPack tensor of another major version: its layout past `version` is unknown, so it is
+// only handed back to its deleter.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_dl_version(const char* function,
+                                                              DLManagedTensorVersioned* managed) {
+  uint32_t major = managed->version.major, minor = managed->version.minor;
+  if (managed->deleter) managed->deleter(managed);
+  fail(GK_FAILED_PRECONDITION,
+       std::string(function) + ": the DLPack tensor has version " + std::to_string(major) + "." +
+           std::to_string(minor) + ", this library reads major version " +
+           std::to_string(DLPACK_MAJOR_VERSION) + "; its deleter has been called");
+}
 
 template <typename Managed>
 void release_managed(void* context) {
@@ -299,20 +341,23 @@ template <typename Managed>
 void import_managed(gk_runtime* runtime, Managed* managed, bool read_only, const char* function,
                     gk_tensor** out) {
   Runtime& rt = runtime_of(runtime, function);
-  int32_t device = device_of(rt, managed->dl_tensor.device, function);
-  void* data = nullptr;
-  gk_tensor_desc d = desc_of_dl(managed->dl_tensor, read_only, function, &data);
+  const Device& device = device_of(rt, managed->dl_tensor.device, function);
+  // Made here rather than through new_tensor: set_from_dl checks the DLTensor (all that
+  // gk_tensor_from_external checks: dtype, ndim, dimensions, data) while it fills the
+  // tensor, with no descriptor in between. Until `release` is set, deleting it on a
+  // failure leaves the producer's tensor alone.
+  std::unique_ptr<gk_tensor> t(new gk_tensor);
+  set_from_dl(managed->dl_tensor, read_only, function, *t);
+  t->runtime = &rt;
+  t->device = &device;
   // This runtime's own export holds its tensor, and so the runtime, until the deleter runs
   // (the imported tensor's release): the tensor needs no reference of its own to it.
   bool own_export = managed->deleter == &Export<Managed>::deleter &&
                     static_cast<Export<Managed>*>(managed->manager_ctx)->tensor->runtime == &rt;
-  // desc_of_dl checked all that gk_tensor_from_external checks (dtype, ndim, dimensions,
-  // data), so the tensor is made directly, without a second round of checks.
-  gk_tensor* t =
-      new_tensor(rt, own_export ? nullptr : runtime->impl, rt.devices().at(device), d, data);
+  if (!own_export) t->runtime_owner = runtime->impl;
   t->release = &release_managed<Managed>;
   t->release_context = managed;
-  *out = t;
+  *out = t.release();
 }
 
 }  // namespace
@@ -327,26 +372,13 @@ GK_API gk_status gk_tensor_to_dlpack_versioned(gk_tensor* tensor, uint64_t flags
     gk::require_arg(tensor, fn, "tensor");
     gk::require_arg(out, fn, "out");
     const uint64_t known = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
-    if (flags & ~known) {
-      gk::fail(
-          GK_INVALID_ARGUMENT, std::string(fn) + ": flags 0x" + [&] {
-            char b[32];
-            std::snprintf(b, sizeof(b), "%llx", static_cast<unsigned long long>(flags));
-            return std::string(b);
-          }() + " hold bits other than READ_ONLY (0x1) and IS_COPIED (0x2)");
-    }
-    using E = gk::Export<DLManagedTensorVersioned>;
-    auto e = std::make_unique<E>();
-    e->tensor = tensor;
-    gk::fill_dl(*tensor, e->address(), e->shape, e->strides, &e->managed.dl_tensor);
+    if (flags & ~known) gk::fail_dl_flags(fn, flags);
+    auto* e = new gk::Export<DLManagedTensorVersioned>(tensor);
     e->managed.version.major = DLPACK_MAJOR_VERSION;
     e->managed.version.minor = DLPACK_MINOR_VERSION;
-    e->managed.manager_ctx = e.get();
-    e->managed.deleter = &E::deleter;
     e->managed.flags = flags;
     if (tensor->flags & GK_TENSOR_READ_ONLY) e->managed.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    gk_tensor_retain(tensor);
-    *out = &e.release()->managed;
+    *out = &e->managed;
   });
 }
 
@@ -361,14 +393,7 @@ GK_API gk_status gk_tensor_to_dlpack(gk_tensor* tensor, DLManagedTensor** out) {
                    ": the tensor is read-only and a legacy DLManagedTensor cannot "
                    "say so; use gk_tensor_to_dlpack_versioned");
     }
-    using E = gk::Export<DLManagedTensor>;
-    auto e = std::make_unique<E>();
-    e->tensor = tensor;
-    gk::fill_dl(*tensor, e->address(), e->shape, e->strides, &e->managed.dl_tensor);
-    e->managed.manager_ctx = e.get();
-    e->managed.deleter = &E::deleter;
-    gk_tensor_retain(tensor);
-    *out = &e.release()->managed;
+    *out = &(new gk::Export<DLManagedTensor>(tensor))->managed;
   });
 }
 
@@ -378,14 +403,7 @@ GK_API gk_status gk_tensor_from_dlpack_versioned(gk_runtime* runtime,
   return gk::c_guard([&] {
     const char* fn = "gk_tensor_from_dlpack_versioned";
     gk::require_arg(managed, fn, "managed");
-    if (managed->version.major != DLPACK_MAJOR_VERSION) {
-      uint32_t major = managed->version.major, minor = managed->version.minor;
-      if (managed->deleter) managed->deleter(managed);
-      gk::fail(GK_FAILED_PRECONDITION,
-               std::string(fn) + ": the DLPack tensor has version " + std::to_string(major) + "." +
-                   std::to_string(minor) + ", this library reads major version " +
-                   std::to_string(DLPACK_MAJOR_VERSION) + "; its deleter has been called");
-    }
+    if (managed->version.major != DLPACK_MAJOR_VERSION) gk::refuse_dl_version(fn, managed);
     gk::require_arg(out, fn, "out");
     gk::import_managed(runtime, managed, (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, fn,
                        out);

@@ -3,23 +3,24 @@
 // (host services) to the task.
 #pragma once
 
-namespace gk {
+#include "common/thread_state.h"
 
-struct MemoryOwner;
+namespace gk {
 
 class ChargeScope {
  public:
-  explicit ChargeScope(MemoryOwner* owner) : previous_(current_) { current_ = owner; }
-  ~ChargeScope() { current_ = previous_; }
+  explicit ChargeScope(MemoryOwner* owner) : previous_(thread_state.charge_owner) {
+    thread_state.charge_owner = owner;
+  }
+  ~ChargeScope() { thread_state.charge_owner = previous_; }
   ChargeScope(const ChargeScope&) = delete;
   ChargeScope& operator=(const ChargeScope&) = delete;
 
   // The innermost scope's owner, nullptr outside any scope.
-  static MemoryOwner* current() { return current_; }
+  static MemoryOwner* current() { return thread_state.charge_owner; }
 
  private:
   MemoryOwner* previous_;
-  static inline thread_local MemoryOwner* current_ = nullptr;
 };
 
 }  // namespace gk

@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "common/recycled_blocks.h"
 #include "memory/charge_scope.h"
 #include "runtime/runtime.h"
 
@@ -240,48 +239,6 @@ void* DeviceMemory::allocate(const Device& device, uint64_t bytes, cuda::CUstrea
 
 void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream stream) const {
   pool(device).free_raw(ptr, stream, "host.free");
-}
-
-std::shared_ptr<Allocation> make_allocation(Runtime& runtime, const Device& device,
-                                            uint64_t size, cuda::CUstream stream,
-                                            MemoryOwner* owner, bool evictable) {
-  // The Allocation and its counts in one recycled block: a malloc + free of it cost about 140
-  // instructions per gk_buffer_alloc + gk_buffer_free pair (callgrind), about 15% of it.
-  return std::allocate_shared<Allocation>(RecyclingAllocator<Allocation>(), runtime, device,
-                                          size, stream, owner, evictable);
-}
-
-Allocation::Allocation(Runtime& rt, const Device& dev, uint64_t bytes, cuda::CUstream stream,
-                       MemoryOwner* owner, bool evictable)
-    : runtime(rt), device(dev), size(bytes), pool(runtime.memory().pool(device)) {
-  if (!owner) owner = ChargeScope::current();
-  if (evictable) {
-    // The address is read under the pool's lock: another thread may spill it right after.
-    record = pool.allocate_evictable(size, stream, owner, &ptr);
-  } else {
-    block = pool.allocate(size, stream, owner);
-    ptr = MemoryPool::address(block);
-  }
-}
-
-Allocation::~Allocation() {
-  // The pool may let go of the runtime here (its last allocation): nothing is read after.
-  if (record) {
-    pool.free(record, free_stream_);
-  } else {
-    pool.free(block, free_stream_);
-  }
-}
-
-void Allocation::free_on(std::shared_ptr<Allocation> allocation, cuda::CUstream stream) {
-  // The last holder frees it right here; otherwise the pool remembers the stream.
-  if (allocation.use_count() == 1) {
-    allocation->free_stream_ = stream;
-  } else if (allocation->record) {
-    allocation->pool.order_free_on(allocation->record, stream);
-  } else {
-    allocation->pool.order_free_on(allocation->block, stream);
-  }
 }
 
 void* Allocation::locate(cuda::CUstream stream, bool pin) {

@@ -3,10 +3,13 @@
 // Allocation frees itself when its last owner (a buffer handle or a tensor) lets go.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "common/recycled_blocks.h"
 #include "device/device.h"
 #include "memory/memory_pool.h"
 
@@ -40,26 +43,61 @@ std::unique_ptr<PoolBackend> make_cuda_backend(const DeviceSet& devices, const D
 
 struct Allocation;
 
-// A new Allocation (see its constructor). Use this rather than std::make_shared: the
-// Allocation and its reference counts share one heap block, recycled per thread, so the hot
-// path (gk_buffer_alloc + gk_buffer_free) makes no malloc for it.
-std::shared_ptr<Allocation> make_allocation(Runtime& runtime, const Device& device,
-                                            uint64_t size, cuda::CUstream stream,
-                                            MemoryOwner* owner = nullptr, bool evictable = false);
+// A counted reference to an Allocation, as a std::shared_ptr would be, with the count in the
+// Allocation itself: the buffer table's entry and each tensor over the memory hold one, and
+// the memory goes back to the pool when the last one goes.
+class AllocationRef {
+ public:
+  AllocationRef() = default;
+  // Adopts the reference a new Allocation starts with.
+  explicit AllocationRef(Allocation* allocation) noexcept : a_(allocation) {}
+  AllocationRef(const AllocationRef& other) noexcept;
+  AllocationRef(AllocationRef&& other) noexcept : a_(std::exchange(other.a_, nullptr)) {}
+  AllocationRef& operator=(AllocationRef other) noexcept {
+    std::swap(a_, other.a_);
+    return *this;
+  }
+  ~AllocationRef();
 
-struct Allocation {
-  // `evictable`: may be spilled to host memory while not pinned (GK_BUFFER_EVICTABLE).
-  // The memory is freed when the last holder lets go, in the order of `stream` unless
-  // free_on() names another (the pool keeps the runtime alive until then).
-  Allocation(Runtime& runtime, const Device& device, uint64_t size, cuda::CUstream stream,
-             MemoryOwner* owner = nullptr, bool evictable = false);
-  ~Allocation();
+  Allocation* get() const noexcept { return a_; }
+  Allocation* operator->() const noexcept { return a_; }
+  explicit operator bool() const noexcept { return a_ != nullptr; }
+
+ private:
+  Allocation* a_ = nullptr;
+};
+
+// A new allocation of `size` bytes on `device`, usable in `stream`'s order and charged to
+// `owner` (nullptr: the current ChargeScope's, else none). `evictable`: it may be spilled to
+// host memory while not pinned (GK_BUFFER_EVICTABLE). The memory is freed when the last
+// reference goes, in the order of `stream` unless free_on() names another (the pool keeps the
+// runtime alive until then). Inline, defined in runtime/runtime.h (it needs the runtime's
+// pools): gk_buffer_alloc makes one per call.
+inline AllocationRef make_allocation(Runtime& runtime, const Device& device, uint64_t size,
+                                     cuda::CUstream stream, MemoryOwner* owner = nullptr,
+                                     bool evictable = false);
+
+// In recycled storage: the hot path (gk_buffer_alloc + gk_buffer_free) makes and drops one per
+// call, with no malloc for it.
+struct Allocation : RecycledStorage {
+  // Holds no memory yet: make_allocation takes it from the pool.
+  Allocation(Runtime& runtime, const Device& device, uint64_t size, MemoryPool& pool) noexcept
+      : runtime(runtime), device(device), size(size), pool(pool) {}
+  // Inline: the last holder frees the memory, on the hot path.
+  ~Allocation() {
+    // The pool may let go of the runtime here (its last allocation): nothing is read after.
+    if (record) {
+      pool.free(record, free_stream_);
+    } else {
+      pool.free(block, free_stream_);
+    }
+  }
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
 
   // Lets go of `allocation`; the memory is freed in `stream`'s order, once its last holder
   // (a tensor viewing it, say) lets go too.
-  static void free_on(std::shared_ptr<Allocation> allocation, cuda::CUstream stream);
+  static void free_on(AllocationRef allocation, cuda::CUstream stream);
 
   bool evictable() const { return record != nullptr; }
   // The current device address, restoring a spilled evictable allocation first (in
@@ -75,11 +113,38 @@ struct Allocation {
   // may move: use locate().
   void* ptr = nullptr;
   MemoryPool& pool;
-  PoolBlock* block = nullptr;        // non-evictable
-  EvictRecord* record = nullptr;     // evictable
+  PoolBlock* block = nullptr;     // non-evictable
+  EvictRecord* record = nullptr;  // evictable
 
  private:
+  friend class AllocationRef;
+  std::atomic<int32_t> refs_{1};             // AllocationRefs
   cuda::CUstream free_stream_ = kOwnStream;  // set by free_on for the last holder
 };
+
+inline AllocationRef::AllocationRef(const AllocationRef& other) noexcept : a_(other.a_) {
+  if (a_) a_->refs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline void Allocation::free_on(AllocationRef allocation, cuda::CUstream stream) {
+  // The last holder frees it right here; otherwise the pool remembers the stream.
+  if (allocation->refs_.load(std::memory_order_acquire) == 1) {
+    allocation->free_stream_ = stream;
+  } else if (allocation->record) {
+    allocation->pool.order_free_on(allocation->record, stream);
+  } else {
+    allocation->pool.order_free_on(allocation->block, stream);
+  }
+}
+
+inline AllocationRef::~AllocationRef() {
+  if (!a_) return;
+  // The only reference (no other holder can copy it meanwhile) goes without an atomic
+  // read-modify-write; the acquire load orders the other holders' releases before the delete.
+  if (a_->refs_.load(std::memory_order_acquire) == 1 ||
+      a_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete a_;
+  }
+}
 
 }  // namespace gk

@@ -116,21 +116,29 @@ std::string EvictionReport::text() const {
   return t;
 }
 
-int size_class_of(uint64_t bytes) {
+// Inline (here and in allocate_locked): every allocation computes its class.
+inline int size_class_of_inline(uint64_t bytes) {
   if (bytes <= 4096) return int((std::max<uint64_t>(bytes, 1) + 255) / 256) - 1;
   // p < bytes <= 2p for a power of two p >= 4096: the classes there are p + k * p / 4.
   int log2_p = std::bit_width(bytes - 1) - 1;
   uint64_t quarter = (uint64_t(1) << log2_p) / 4;
-  int k = int((bytes - (uint64_t(1) << log2_p) + quarter - 1) / quarter);  // 1..4
+  // 1..4; a shift, as quarter is a power of two (a 64-bit division costs tens of cycles).
+  int k = int((bytes - (uint64_t(1) << log2_p) + quarter - 1) >> (log2_p - 2));
   return 16 + 4 * (log2_p - 12) + k - 1;
 }
 
-uint64_t size_class_size(int size_class) { return kClassSizes[size_t(size_class)]; }
+int size_class_of(uint64_t bytes) {
+  return size_class_of_inline(bytes);
+}
+
+uint64_t size_class_size(int size_class) {
+  return kClassSizes[size_t(size_class)];
+}
 
 int size_class_count() { return kClassCount; }
 
 uint64_t pool_rounded_size(uint64_t bytes) {
-  if (bytes <= kSmallLimit) return size_class_size(size_class_of(bytes));
+  if (bytes <= kSmallLimit) return kClassSizes[size_t(size_class_of_inline(bytes))];
   return round_up(bytes, kLargeRounding);
 }
 
@@ -205,8 +213,12 @@ uint64_t MemoryPool::block_size(const PoolBlock* block) { return block->size; }
 
 // ---- usability across streams ---------------------------------------------------------
 
-PoolStream* MemoryPool::tracked(cuda::CUstream stream) noexcept {
+inline PoolStream* MemoryPool::tracked(cuda::CUstream stream) noexcept {
   if (last_stream_ && last_stream_->stream == stream) return last_stream_;
+  return tracked_lookup(stream);
+}
+
+PoolStream* MemoryPool::tracked_lookup(cuda::CUstream stream) noexcept {
   auto it = streams_.find(stream);
   if (it == streams_.end()) return nullptr;
   last_stream_ = it->second.get();
@@ -300,7 +312,7 @@ void MemoryPool::wait_for(PoolBlock* b, cuda::CUstream stream) {
   ++stats_.cross_stream_waits;
 }
 
-void MemoryPool::take(PoolBlock* b, cuda::CUstream stream) noexcept {
+inline void MemoryPool::take(PoolBlock* b, cuda::CUstream stream) noexcept {
   if (b->event) backend_->release_event(b->event);
   b->event = nullptr;
   b->lazy = nullptr;
@@ -318,7 +330,7 @@ void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
 
 // ---- small blocks ----------------------------------------------------------------------
 
-void MemoryPool::bin_push(PoolBlock* b) {
+inline void MemoryPool::bin_push(PoolBlock* b) {
   PoolBlock*& head = small_bins_[size_t(b->size_class)];
   b->bin_prev = nullptr;
   b->bin_next = head;
@@ -336,14 +348,28 @@ void MemoryPool::bin_remove(PoolBlock* b) {
   b->bin_prev = b->bin_next = nullptr;
 }
 
-PoolBlock* MemoryPool::try_small(int size_class, cuda::CUstream stream) {
+// The common case, inlined into allocate_locked: the most recently freed block of the class
+// (the head of its list) is usable on this stream.
+[[gnu::always_inline]] inline PoolBlock* MemoryPool::try_small(int size_class,
+                                                               cuda::CUstream stream) {
+  PoolBlock* b = small_bins_[size_t(size_class)];
+  if (!b || !(b->ready || b->stream == stream)) return try_small_rest(size_class, stream);
+  small_bins_[size_t(size_class)] = b->bin_next;
+  if (b->bin_next) b->bin_next->bin_prev = nullptr;
+  b->bin_next = nullptr;
+  take(b, stream);
+  ++b->segment->live;
+  return b;
+}
+
+PoolBlock* MemoryPool::try_small_rest(int size_class, cuda::CUstream stream) {
   // A free block of the class usable on this stream (look at a few, most recent first).
   PoolBlock* pending = nullptr;
   int looked = 0;
   for (PoolBlock* b = small_bins_[size_t(size_class)]; b && looked < 8; b = b->bin_next, ++looked) {
     if (usable_on(b, stream)) {
       bin_remove(b);
-      take_for(b, stream);
+      take(b, stream);
       ++b->segment->live;
       return b;
     }
@@ -394,12 +420,27 @@ void MemoryPool::free_insert(PoolBlock* b) {
 }
 
 void MemoryPool::free_erase(PoolBlock* b) noexcept {
+  if (b == recent_large_) {
+    recent_large_ = nullptr;
+    return;
+  }
   FreeSet::node_type node = free_set(b).extract(b);
   if (node && spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
 }
 
 PoolBlock* MemoryPool::try_large(uint64_t rounded, cuda::CUstream stream) {
   bool huge = rounded >= kHugeMin;
+  // The block the last large free kept aside (see free_large), when it is just the size asked
+  // for: no tree search, erase or split.
+  if (PoolBlock* b = recent_large_) {
+    if (b->size == rounded && b->segment->huge == huge && usable_on(b, stream)) {
+      recent_large_ = nullptr;
+      take(b, stream);
+      return b;
+    }
+    free_insert(b);  // where the search below sees it (kept aside if this throws)
+    recent_large_ = nullptr;
+  }
   auto& set = huge ? huge_free_ : medium_free_;
   // A huge request is not cut from a block much larger than itself (kHugeFitFactor).
   uint64_t largest = huge && rounded <= UINT64_MAX / kHugeFitFactor ? rounded * kHugeFitFactor
@@ -628,22 +669,33 @@ uint64_t MemoryPool::release_free_segments() noexcept {
 
 // ---- accounting ------------------------------------------------------------------------
 
-void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
+// Inline: every allocation and free charges. Only a scheduler task's owner has a request, so
+// the sum of unused reservations changes only for those.
+inline void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
   b->owner = owner;
   b->requested = requested;
-  unused_reservations_ -= unused_reservation(owner);
-  owner->in_use += b->size;
-  unused_reservations_ += unused_reservation(owner);
+  if (owner->request) {
+    unused_reservations_ -= unused_reservation(owner);
+    owner->in_use += b->size;
+    unused_reservations_ += unused_reservation(owner);
+  } else {
+    owner->in_use += b->size;
+  }
   owner->peak = std::max(owner->peak, owner->in_use);
   stats_.bytes_in_use += b->size;
   stats_.bytes_requested += requested;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
 }
 
-void MemoryPool::uncharge(PoolBlock* b) noexcept {
-  unused_reservations_ -= unused_reservation(b->owner);
-  b->owner->in_use -= b->size;
-  unused_reservations_ += unused_reservation(b->owner);
+inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
+  MemoryOwner* owner = b->owner;
+  if (owner->request) {
+    unused_reservations_ -= unused_reservation(owner);
+    owner->in_use -= b->size;
+    unused_reservations_ += unused_reservation(owner);
+  } else {
+    owner->in_use -= b->size;
+  }
   stats_.bytes_in_use -= b->size;
   stats_.bytes_requested -= b->requested;
   b->owner = nullptr;
@@ -679,24 +731,42 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
 }
 
 // The common case stays short: no limit is near (one compare each) and a free block is at
-// hand. Evicting for a limit and growing the pool are out of line (make_room, find_after_miss).
-PoolBlock* MemoryPool::allocate_locked(uint64_t bytes, cuda::CUstream stream,
-                                       MemoryOwner* owner) {
+// hand. Evicting for a limit and growing the pool are out of line (allocate_after_miss).
+// Inlined into each entry point, so that the hot one (allocate) makes no call under its lock.
+[[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_locked(uint64_t bytes,
+                                                                     cuda::CUstream stream,
+                                                                     MemoryOwner* owner) {
   if (!owner) owner = &unowned_;
-  const int size_class = bytes <= kSmallLimit ? size_class_of(bytes) : -1;
+  const int size_class = bytes <= kSmallLimit ? size_class_of_inline(bytes) : -1;
   const uint64_t rounded =
-      size_class >= 0 ? size_class_size(size_class) : round_up(bytes, kLargeRounding);
+      size_class >= 0 ? kClassSizes[size_t(size_class)] : round_up(bytes, kLargeRounding);
+  const bool limits_near = (owner->quota && owner->in_use + rounded > owner->quota) ||
+                           (budget_ && stats_.bytes_in_use + rounded > budget_) ||
+                           unused_reservations_ > 0;
+  PoolBlock* b = nullptr;
+  if (!limits_near) {
+    b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
+  }
+  if (!b) b = allocate_after_miss(bytes, rounded, size_class, stream, owner);
+  charge(b, bytes, owner);
+  return b;
+}
+
+// A limit is near, or no free block was at hand: makes room for the limits (evicting), tries
+// the free blocks again, then grows the pool (find_after_miss).
+PoolBlock* MemoryPool::allocate_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
+                                           cuda::CUstream stream, MemoryOwner* owner) {
   EvictionReport report;
   // Within its request an owner may spill Burstable memory above request too, not only
   // BestEffort buffers.
   bool within_request = owner->in_use + rounded <= owner->request;
+  PoolBlock* b = nullptr;
   if ((owner->quota && owner->in_use + rounded > owner->quota) ||
       (budget_ && stats_.bytes_in_use + rounded > budget_) || unused_reservations_ > 0) {
     within_request = make_room(bytes, rounded, owner, report);
+    b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
   }
-  PoolBlock* b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
   if (!b) b = find_after_miss(bytes, rounded, size_class, stream, owner, within_request, report);
-  charge(b, bytes, owner);
   return b;
 }
 
@@ -897,25 +967,28 @@ void MemoryPool::restore(EvictRecord* r, cuda::CUstream stream) {
 
 // ---- public entry points ---------------------------------------------------------------
 
-void MemoryPool::count_allocation() noexcept {
+inline void MemoryPool::count_allocation() noexcept {
   if (live_allocations_++ == 0 && !holder_) holder_ = holder_source_.lock();
 }
 
-std::shared_ptr<void> MemoryPool::uncount_allocation() noexcept {
-  if (--live_allocations_ == 0 && closed_) return std::move(holder_);
-  return nullptr;
+inline void MemoryPool::uncount_allocation(std::shared_ptr<void>& holder) noexcept {
+  if (--live_allocations_ == 0 && closed_) holder = std::move(holder_);
 }
 
-PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner) {
+PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                                void** address) {
   std::lock_guard<SpinLock> guard(lock_);
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   ++stats_.alloc_count;
   ++b->owner->alloc_count;
   count_allocation();
+  if (address) *address = reinterpret_cast<void*>(b->addr);
   return b;
 }
 
-void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) noexcept {
+// Inline for a small block (the common case); a large one merges with its free neighbours
+// out of line (free_large).
+inline void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) noexcept {
   b->free = true;
   b->stream = stream;
   b->free_seq = ++free_seq_;
@@ -940,11 +1013,24 @@ void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) no
     bin_push(b);
     return;
   }
+  free_large(b);
+}
+
+void MemoryPool::free_large(PoolBlock* b) noexcept {
   PoolBlock* merged = b;
   if (PoolBlock* m = merge(b->prev, merged)) merged = m;
   if (PoolBlock* m = merge(merged, merged->next)) merged = m;
-  free_insert(merged);
   if (!merged->prev) merged->segment->first = merged;
+  if (merged != b) {
+    free_insert(merged);
+    return;
+  }
+  // No neighbour merged (a huge request's own segment, typically): the block stays out of its
+  // free set until the next large request, which takes it at once when it is the same size.
+  // A program that allocates and frees one size in a loop then makes no tree operation.
+  // free_erase knows the block; whatever searches or lists the free sets puts it back first.
+  if (recent_large_) free_insert(recent_large_);
+  recent_large_ = b;
 }
 
 void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
@@ -954,7 +1040,7 @@ void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
   ++stats_.free_count;
   uncharge(b);
   free_locked(b, stream == kOwnStream ? b->stream : stream, false);
-  holder = uncount_allocation();
+  uncount_allocation(holder);
 }
 
 void MemoryPool::order_free_on(PoolBlock* b, cuda::CUstream stream) noexcept {
@@ -991,7 +1077,7 @@ void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
   std::shared_ptr<void> holder;  // released after the lock: it may own this pool
   std::lock_guard<SpinLock> guard(lock_);
   ++stats_.free_count;
-  holder = uncount_allocation();
+  uncount_allocation(holder);
   if (r->block) {
     lru_unlink(r);
     r->block->record = nullptr;
@@ -1090,6 +1176,7 @@ void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
   }
   for (PoolBlock* b : medium_free_) settle(b);
   for (PoolBlock* b : huge_free_) settle(b);
+  if (recent_large_) settle(recent_large_);
   for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
   if (last_stream_ == ps) last_stream_ = nullptr;
   streams_.erase(it);
@@ -1200,6 +1287,7 @@ PoolStats MemoryPool::stats() {
   s.budget = budget_;
   s.largest_free_block = std::max(medium_free_.empty() ? 0 : (*medium_free_.rbegin())->size,
                                   huge_free_.empty() ? 0 : (*huge_free_.rbegin())->size);
+  if (recent_large_) s.largest_free_block = std::max(s.largest_free_block, recent_large_->size);
   uint64_t free_bytes = s.bytes_reserved - s.bytes_in_use;
   if (free_bytes == 0) {
     s.fragmentation = 0;

@@ -196,9 +196,11 @@ class MemoryPool {
   const std::string& label() const { return label_; }
 
   // A block of at least `bytes` usable in `stream`'s order, charged to `owner` (nullptr:
-  // the pool's unowned account). Throws RESOURCE_EXHAUSTED naming the request, the device,
-  // the pool, the largest holders by owner and what eviction tried.
-  PoolBlock* allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  // the pool's unowned account); *address receives its address. Throws RESOURCE_EXHAUSTED
+  // naming the request, the device, the pool, the largest holders by owner and what eviction
+  // tried.
+  PoolBlock* allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                      void** address = nullptr);
   // Returns the block in `stream`'s order (kOwnStream: see above). Makes no driver call
   // when that stream is tracked.
   void free(PoolBlock* block, cuda::CUstream stream) noexcept;
@@ -263,13 +265,17 @@ class MemoryPool {
     bool operator()(const PoolBlock* a, const PoolBlock* b) const;
   };
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  PoolBlock* allocate_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
+                                 cuda::CUstream stream, MemoryOwner* owner);
   bool make_room(uint64_t bytes, uint64_t rounded, MemoryOwner* owner, EvictionReport& report);
   PoolBlock* find_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
                              cuda::CUstream stream, MemoryOwner* owner, bool within_request,
                              EvictionReport& report);
   PoolBlock* try_small(int size_class, cuda::CUstream stream);
+  PoolBlock* try_small_rest(int size_class, cuda::CUstream stream);
   PoolBlock* try_large(uint64_t rounded, cuda::CUstream stream);
   PoolStream* tracked(cuda::CUstream stream) noexcept;
+  PoolStream* tracked_lookup(cuda::CUstream stream) noexcept;
   bool stream_complete(PoolStream* ps, uint64_t seq);
   void* covering_event(PoolStream* ps, uint64_t seq) noexcept;
   bool settled(PoolBlock* b);
@@ -284,6 +290,7 @@ class MemoryPool {
   bool segment_settled(PoolSegment* s);
   bool coalesce_settled();
   void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
+  void free_large(PoolBlock* block) noexcept;
   void bin_push(PoolBlock* b);
   void bin_remove(PoolBlock* b);
   using FreeSet = std::set<PoolBlock*, BySize>;
@@ -316,9 +323,9 @@ class MemoryPool {
   void uncharge(PoolBlock* b) noexcept;
   std::string holders_text();
   void count_allocation() noexcept;
-  // The holder to let go of (after unlocking) when this was the last live allocation of a
-  // closed pool; nullptr otherwise.
-  [[nodiscard]] std::shared_ptr<void> uncount_allocation() noexcept;
+  // Sets `holder` to the holder to let go of (after unlocking) when this was the last live
+  // allocation of a closed pool.
+  void uncount_allocation(std::shared_ptr<void>& holder) noexcept;
   void unbind_stream(cuda::CUstream stream) noexcept;
 
   std::string label_;
@@ -336,6 +343,7 @@ class MemoryPool {
   std::vector<PoolSegment*> segments_;
   FreeSet medium_free_;                             // free blocks of medium segments
   FreeSet huge_free_;                               // free blocks of huge segments
+  PoolBlock* recent_large_ = nullptr;  // a free large block kept out of its set (free_large)
   std::vector<FreeSet::node_type> spare_nodes_;     // capacity kSpareNodes, reserved
   // Tracked streams by handle, and the last one looked up (frees come in runs on a stream).
   std::unordered_map<cuda::CUstream, std::unique_ptr<PoolStream>> streams_;

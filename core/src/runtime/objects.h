@@ -45,7 +45,7 @@ struct gk_tensor : gk::RecycledStorage {
   uint32_t flags = 0;
   void* data = nullptr;                         // element [0, …, 0]: use gk::tensor_data()
   uint64_t data_offset = 0;                     // element [0, …, 0] from the allocation's start
-  std::shared_ptr<gk::Allocation> allocation;   // GPUkit memory, or
+  gk::AllocationRef allocation;                 // GPUkit memory, or
   gk_release_fn release = nullptr;              // external memory's release callback
   void* release_context = nullptr;
 
@@ -69,6 +69,21 @@ struct gk_task {
 };
 
 namespace gk {
+
+// gk_tensor_retain and gk_tensor_release, inline for the core's own calls (the exported
+// functions are called through the PLT from inside the library).
+inline void retain_tensor(gk_tensor* tensor) {
+  if (tensor) tensor->refs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void release_tensor(gk_tensor* tensor) {
+  if (!tensor) return;
+  // The only reference (no other holder can add one meanwhile) goes without an atomic
+  // read-modify-write; the acquire load orders the other holders' releases before the delete.
+  if (tensor->refs.load(std::memory_order_acquire) == 1 ||
+      tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete tensor;
+  }
+}
 
 // The address of a tensor's element [0, …, 0] now. A tensor over an evictable buffer is
 // restored first when spilled (it may come back at a new address).
