@@ -4,7 +4,8 @@
 # print a short table last. Results land in $OUT (the device tool's folder) and in
 # build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
 #
-#   perf/run_gpu.sh [build|test|bench|all|matmul|contention|transfer-sweep]  (default: all;
+#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep]
+#   (default: all, which is build, test, sanitize and bench;
 #   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
 #   copy path under several GPUKIT_TRANSFER_* settings)
@@ -108,7 +109,18 @@ if [[ $STAGE == test || $STAGE == all ]]; then
     $BUILD/bin/reductions_check --no-perf > "$OUT/reductions_check.log" 2>&1
     note "reductions_check: exit $?, $(grep -E '^checks:' "$OUT/reductions_check.log" | tail -1)"
   fi
-    if command -v compute-sanitizer > /dev/null; then
+  if [ -d tests/python ]; then
+    GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
+    note "pytest: $(tail -1 "$OUT/pytest.log")"
+  fi
+fi
+
+# compute-sanitizer over the GPU suites and the kernel checkers (several minutes: its own
+# stage, so that a call to the device tool fits its time limit).
+if [[ $STAGE == sanitize || $STAGE == all ]]; then
+  if ! command -v compute-sanitizer > /dev/null; then
+    note "compute-sanitizer: not found, skipped"
+  else
     sanitize() {  # tool, log name, command...
       local tool=$1 log=$2
       shift 2
@@ -136,13 +148,9 @@ if [[ $STAGE == test || $STAGE == all ]]; then
       sanitize memcheck memcheck_matmul_sm80.log $BUILD/bin/matmul_check --no-bench \
         $plugins/libgpukit_matmul_sm80.so
     fi
-        if [ -x $BUILD/bin/gpu_transfer_tests ]; then
+    if [ -x $BUILD/bin/gpu_transfer_tests ]; then
       sanitize memcheck memcheck_transfer.log $BUILD/bin/gpu_transfer_tests
     fi
-  fi
-  if [ -d tests/python ]; then
-    GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
-    note "pytest: $(tail -1 "$OUT/pytest.log")"
   fi
 fi
 

@@ -12,15 +12,17 @@ namespace gk::kernels::reductions::tuning {
 inline constexpr int kEwThreads = 256;
 inline constexpr int kEwVectorsPerThread = 4;
 
-// Elementwise, contiguous kernel: 128 threads, one 16-byte vector per operand per thread,
-// ≥ 16 blocks per SM (≤ 32 registers). H100, 2026-11-22 (perf/results/h100/
+// Elementwise, contiguous kernel: 128 threads, one 16-byte vector per operand per thread.
+// Min blocks 12 caps registers at 42 and is valid on every SM built for (sm86/sm89 hold
+// 1536 threads, so 16 would be ignored there with a ptxas warning); the kernels take
+// ≤ 32 registers (ptxas -v, sm_90a), so an H100 still runs 16 blocks per SM. H100, 2026-11-22 (perf/results/h100/
 // 2026-11-22_ew_probe/, median of 30 interleaved rounds, % of same-run memcpy): against
 // the earlier 256 threads × 4 vectors (× 2 for two 16-bit inputs), at 64 Mi elements add
 // bf16 102.6 vs 101.9, add f32 101.7 vs 100.7, silu bf16 100.0 vs 99.9, cast f32→bf16
 // 102.4 vs 101.5; at 16 Mi 105.9–107.7 vs 100.7–100.8 for add, 100.7 vs 99.1 silu, 104.9
 // vs 98.4 cast. It was at or above the PyTorch-style kernel (V6) in all eight rows.
 inline constexpr int kEwContiguousThreads = 128;
-inline constexpr int kEwContiguousMinBlocks = 16;
+inline constexpr int kEwContiguousMinBlocks = 12;
 
 // Reductions: threads per block for block-per-row and column kernels.
 inline constexpr int kReduceThreads = 256;

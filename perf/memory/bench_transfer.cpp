@@ -1,17 +1,18 @@
 // GPUkit transfer engine benchmark on a CUDA device, side by side in one process with what a
 // user would write instead:
 //
-//   case                    plain peer                                GPUkit
-//   H2D / D2H pinned        cudaMemcpyAsync from cudaMallocHost       gk_copy_* from gk_host_alloc
-//   H2D / D2H pageable      cudaMemcpy from the same malloc'ed buffer gk_copy_* (staged)
-//   both ways pinned        cudaMemcpyAsync H2D + D2H, two streams    gk_copy_from/to_host, two
-//   streams both ways pageable      cudaMemcpyAsync H2D + D2H, two threads    gk_copy_from/to_host,
-//   two threads
-//                           and two streams
+//   case                 plain peer                                 GPUkit
+//   H2D / D2H pinned     cudaMemcpyAsync from cudaMallocHost        gk_copy_* from gk_host_alloc
+//   H2D / D2H pageable   cudaMemcpy from the same malloc'ed buffer  gk_copy_* (staged)
+//   both ways pinned     cudaMemcpyAsync H2D + D2H, two streams     gk_copy_from/to_host, two
+//                                                                   streams
+//   both ways pageable   cudaMemcpyAsync H2D + D2H, two threads     gk_copy_from/to_host, two
+//                                                                   threads and two streams
 //
 // Each case: fresh random non-zero bytes, warm-up runs, then the median of --runs timed runs
-// (steady_clock around issue + synchronize), every run's destination zeroed first and checked
-// byte for byte after. GB/s is 1e9 bytes per second (both directions count for "both ways").
+// (steady_clock around issue + synchronize), every run's destination zeroed first (host
+// memory with non-temporal stores, see zero_streaming) and checked byte for byte after. GB/s
+// is 1e9 bytes per second (both directions count for "both ways").
 //
 // Build: the CMake target bench_transfer (perf/memory/CMakeLists.txt, CUDA builds only).
 // Run:   build-gpu/bin/bench_transfer [--device N] [--runs 10] [--sizes-mib 64,1024]
@@ -20,6 +21,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +75,25 @@ void fill_random(void* p, uint64_t bytes, uint64_t seed) {
   for (; i < bytes; ++i) out[i] = uint8_t(0x5b);
 }
 
+// Zeroes [p, p + bytes) with non-temporal stores where the CPU has them: the lines go to
+// memory, not into the zeroing core's cache. A plain memset left them dirty in 8 cores'
+// caches, and a DMA writing there had to snoop them: pinned D2H at 64 MiB fell from 53-55
+// to 38-47 GB/s and both ways from 97-100 to 86-87 on the H100 host, for plain
+// cudaMemcpyAsync as much as for GPUkit (perf/results/h100/2026-11-22_transfer_probe/).
+void zero_streaming(char* p, uint64_t bytes) {
+#if defined(__SSE2__)
+  uint64_t head = std::min<uint64_t>(bytes, (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16);
+  std::memset(p, 0, head);
+  const __m128i z = _mm_setzero_si128();
+  uint64_t i = head;
+  for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(p + i), z);
+  std::memset(p + i, 0, bytes - i);
+  _mm_sfence();
+#else
+  std::memset(p, 0, bytes);
+#endif
+}
+
 // Zeroes host memory with several threads (a 1 GiB memset is slow on one core).
 void parallel_memset_zero(void* p, uint64_t bytes) {
   unsigned n = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
@@ -78,7 +101,7 @@ void parallel_memset_zero(void* p, uint64_t bytes) {
   uint64_t piece = (bytes + n - 1) / n;
   for (unsigned t = 0; t < n; ++t) {
     uint64_t begin = std::min(bytes, t * piece), end = std::min(bytes, begin + piece);
-    threads.emplace_back([=] { std::memset(static_cast<char*>(p) + begin, 0, end - begin); });
+    threads.emplace_back([=] { zero_streaming(static_cast<char*>(p) + begin, end - begin); });
   }
   for (auto& t : threads) t.join();
 }
