@@ -7,14 +7,14 @@
 //   for row in grid-stride(rows):                 // bf16 H=4096: 128 threads, 1 row
 //     xv[kE/V] = 16-byte loads of x[row]          // kept as T: bf16 kE 32 = 16 regs
 //     add_*: rv = loads of residual[row]; xv = T(xv + rv); sum[row] = xv
-//     layernorm: per thread n, mean, Σ(xv-mean)²  // f32, converted per use
-//       merged over the row (Chan et al.) in one group reduction; rms: group Σxv²
+//     layernorm: mean = group sum(xv)/H           // f32, converted per use
+//     var (or ms) = group sum((xv-mean)²)/H       // from registers, no re-read
 //     for u: w, b = 16-byte loads; out[u] = (xv[u]-mean)/sqrt(var+eps)·w + b
 //   Registers capped by __launch_bounds__ min-blocks (ptxas -v, sm_90a, no spills):
 //   bf16/f16 kE 32 ≤ 64 regs → 8 blocks of 128 per SM, 64 KB of x in flight (was
 //   114 regs, 4 blocks, 32 KB); f32 kE 32: 76 regs → 6 blocks, 96 KB (was 127, 4,
 //   64 KB); add_* bf16 kE 32: 88 regs → 5 blocks (the f32-slot kernel: 116, 4). Per
-//   row: 2 barriers per group reduction (one reduction for either), none at H ≤ 1024 (warp
+//   row: 2 barriers per group_reduce (rms 2, layernorm 4), none at H ≤ 1024 (warp
 //   shuffles only).
 //   SLOTS AS F32 (scalar layout, or add_* f32 rows over 16384): v[kE] = x[row]
 //     (+ residual[row], rounded to T and written to sum[row]); the same passes over v.
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
   constexpr int kU = kE / kV;
   static_assert(kE % kV == 0, "kE must hold whole vectors");
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[3 * 32];
+  __shared__ float scratch[32];
   const int t = threadIdx.x % kTpr;
   const int64_t k = p.k;
   const float inv_k = 1.0f / static_cast<float>(k);
@@ -216,41 +216,29 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
         }
       }
     }
-    // rmsnorm: Σx² in one reduction. layernorm: this thread's count, mean and Σ(x − its
-    // mean)², merged over the row in one reduction (a sum and then Σ(x − mean)² took two,
-    // with their barriers).
-    float mean = 0.0f, local_mean = 0.0f, n = 0.0f;
+    float mean = 0.0f, sq = 0.0f;
     if (!p.rms) {
       float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if ((int64_t{u} * kTpr + t) * kV < k) {
-          n += float(kV);
 #pragma unroll
           for (int e = 0; e < kV; ++e) s += elem_f32(xv[u], e);
         }
       }
-      if (n > 0.0f) local_mean = s / n;
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
     }
-    float sq = 0.0f;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if ((int64_t{u} * kTpr + t) * kV < k) {
 #pragma unroll
         for (int e = 0; e < kV; ++e) {
-          const float d = elem_f32(xv[u], e) - local_mean;
+          const float d = elem_f32(xv[u], e) - mean;
           sq += d * d;
         }
       }
     }
-    if (p.rms) {
-      sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
-    } else {
-      const rows::MeanM2 st = rows::group_reduce_mean_m2<kTpr>(rows::MeanM2{n, local_mean, sq},
-                                                              scratch);
-      mean = st.mean;
-      sq = st.m2;
-    }
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
     const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
     T* out = static_cast<T*>(p.out) + row_offset(p, row, 1);
 #pragma unroll

@@ -120,49 +120,6 @@ __device__ __forceinline__ float group_reduce(float v, F combine, float* scratch
   }
 }
 
-// Count, mean and sum of squared deviations of a set of values (Chan et al.): layernorm's
-// statistics in one row-group reduction instead of a sum and then Σ(x − mean)².
-struct MeanM2 {
-  float n, mean, m2;
-};
-
-// The statistics of the union. Commutative bit for bit (the weighted sum adds in either
-// order, the difference is squared), so every lane of a butterfly ends with the same value.
-__device__ __forceinline__ MeanM2 merge_mean_m2(const MeanM2& a, const MeanM2& b) {
-  const float n = a.n + b.n;
-  if (n == 0.0f) return MeanM2{0.0f, 0.0f, 0.0f};
-  const float d = b.mean - a.mean;
-  return MeanM2{n, (a.n * a.mean + b.n * b.mean) / n, a.m2 + b.m2 + d * d * (a.n * b.n / n)};
-}
-
-// Row-group all-reduce of MeanM2 (as group_reduce). `scratch` holds 3 × 32 floats.
-template <int kTpr>
-__device__ __forceinline__ MeanM2 group_reduce_mean_m2(MeanM2 v, float* scratch) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const MeanM2 o{__shfl_xor_sync(0xffffffffu, v.n, off),
-                   __shfl_xor_sync(0xffffffffu, v.mean, off),
-                   __shfl_xor_sync(0xffffffffu, v.m2, off)};
-    v = merge_mean_m2(v, o);
-  }
-  if constexpr (kTpr == 32) {
-    return v;
-  } else {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();  // the previous use of scratch is over
-    if (lane == 0) {
-      scratch[warp] = v.n;
-      scratch[32 + warp] = v.mean;
-      scratch[64 + warp] = v.m2;
-    }
-    __syncthreads();
-    MeanM2 r{scratch[0], scratch[32], scratch[64]};
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      r = merge_mean_m2(r, MeanM2{scratch[w], scratch[32 + w], scratch[64 + w]});
-    return r;
-  }
-}
-
 // Outer (non-row) dims of up to 4 operands that share the row's logical shape.
 struct RowOperands {
   Dims outer;                   // innermost first
