@@ -22,6 +22,15 @@ gk_buffer* alloc(gk_runtime* rt, uint64_t size) {
   return b;
 }
 
+// The cpu device's pool holds nothing and has freed as often as it allocated.
+void expect_everything_freed(gk_runtime* rt) {
+  gk_memory_stats s{};
+  s.struct_size = sizeof(s);
+  ASSERT_EQ(gk_memory_stats_get(rt, 0, &s), GK_OK);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.alloc_count, s.free_count);
+}
+
 TEST(Buffer, alloc_map_write_and_free) {
   RuntimePtr rt = make_runtime(test_options());
   gk_buffer* b = alloc(rt.get(), 1000);
@@ -154,11 +163,7 @@ TEST(Buffer, buffers_freed_on_other_threads_and_at_thread_exit_are_released) {
     }
   });
   other.join();
-  gk_memory_stats s{};
-  s.struct_size = sizeof(s);
-  ASSERT_EQ(gk_memory_stats_get(rt.get(), 0, &s), GK_OK);
-  EXPECT_EQ(s.bytes_in_use, 0u);
-  EXPECT_EQ(s.alloc_count, s.free_count);
+  expect_everything_freed(rt.get());
 }
 
 // A buffer and a tensor over it hold one reference each to the allocation (counted in the
@@ -174,11 +179,7 @@ TEST(Buffer, a_view_and_its_buffer_let_go_on_two_threads_free_the_memory_once) {
     EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK) << last_error();
     releaser.join();
   }
-  gk_memory_stats s{};
-  s.struct_size = sizeof(s);
-  ASSERT_EQ(gk_memory_stats_get(rt.get(), 0, &s), GK_OK);
-  EXPECT_EQ(s.bytes_in_use, 0u);
-  EXPECT_EQ(s.alloc_count, s.free_count);
+  expect_everything_freed(rt.get());
 }
 
 TEST(Buffer, view_reaching_outside_the_buffer_is_refused) {
