@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/recycled_blocks.h"
+#include "common/ref_count.h"
 #include "device/device.h"
 #include "memory/memory_pool.h"
 
@@ -138,13 +139,7 @@ inline void Allocation::free_on(AllocationRef allocation, cuda::CUstream stream)
 }
 
 inline AllocationRef::~AllocationRef() {
-  if (!a_) return;
-  // The only reference (no other holder can copy it meanwhile) goes without an atomic
-  // read-modify-write; the acquire load orders the other holders' releases before the delete.
-  if (a_->refs_.load(std::memory_order_acquire) == 1 ||
-      a_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    delete a_;
-  }
+  if (a_ && drop_reference(a_->refs_)) delete a_;
 }
 
 }  // namespace gk

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/recycled_blocks.h"
+#include "common/ref_count.h"
 #include "gpukit/gpukit.h"
 #include "memory/device_memory.h"
 #include "runtime/runtime.h"
@@ -76,13 +77,7 @@ inline void retain_tensor(gk_tensor* tensor) {
   if (tensor) tensor->refs.fetch_add(1, std::memory_order_relaxed);
 }
 inline void release_tensor(gk_tensor* tensor) {
-  if (!tensor) return;
-  // The only reference (no other holder can add one meanwhile) goes without an atomic
-  // read-modify-write; the acquire load orders the other holders' releases before the delete.
-  if (tensor->refs.load(std::memory_order_acquire) == 1 ||
-      tensor->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    delete tensor;
-  }
+  if (tensor && drop_reference(tensor->refs)) delete tensor;
 }
 
 // The address of a tensor's element [0, …, 0] now. A tensor over an evictable buffer is
