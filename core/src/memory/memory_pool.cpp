@@ -747,22 +747,22 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
   if (!limits_near) {
     b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
   }
-  if (!b) b = allocate_after_miss(bytes, rounded, size_class, stream, owner);
+  if (!b) b = allocate_after_miss(bytes, rounded, size_class, stream, owner, limits_near);
   charge(b, bytes, owner);
   return b;
 }
 
-// A limit is near, or no free block was at hand: makes room for the limits (evicting), tries
-// the free blocks again, then grows the pool (find_after_miss).
+// A limit is near (`limits_near`: make room for it, evicting, then try the free blocks), or
+// no free block was at hand: grows the pool (find_after_miss).
 PoolBlock* MemoryPool::allocate_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
-                                           cuda::CUstream stream, MemoryOwner* owner) {
+                                           cuda::CUstream stream, MemoryOwner* owner,
+                                           bool limits_near) {
   EvictionReport report;
   // Within its request an owner may spill Burstable memory above request too, not only
   // BestEffort buffers.
   bool within_request = owner->in_use + rounded <= owner->request;
   PoolBlock* b = nullptr;
-  if ((owner->quota && owner->in_use + rounded > owner->quota) ||
-      (budget_ && stats_.bytes_in_use + rounded > budget_) || unused_reservations_ > 0) {
+  if (limits_near) {
     within_request = make_room(bytes, rounded, owner, report);
     b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
   }

@@ -266,7 +266,7 @@ class MemoryPool {
   };
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
   PoolBlock* allocate_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
-                                 cuda::CUstream stream, MemoryOwner* owner);
+                                 cuda::CUstream stream, MemoryOwner* owner, bool limits_near);
   bool make_room(uint64_t bytes, uint64_t rounded, MemoryOwner* owner, EvictionReport& report);
   PoolBlock* find_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
                              cuda::CUstream stream, MemoryOwner* owner, bool within_request,
