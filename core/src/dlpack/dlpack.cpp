@@ -173,30 +173,14 @@ const Device& device_of(const Runtime& rt, const DLDevice& d, const char* functi
                                 std::to_string(size) + "-byte " + dtype_name(dtype) + " elements");
 }
 
-// The gk dtype of a DLPack dtype, or 0.
+// The gk dtype of a DLPack dtype, or 0: the inverse of kDLPackCodes, searched (f32 is its
+// first entry).
 int32_t gk_dtype_of(const DLDataType& t) {
   if (t.lanes != 1) return 0;
-  switch (t.code) {
-    case kDLFloat:
-      return t.bits == 32   ? GK_DTYPE_F32
-             : t.bits == 64 ? GK_DTYPE_F64
-             : t.bits == 16 ? GK_DTYPE_F16
-                            : 0;
-    case kDLBfloat:
-      return t.bits == 16 ? GK_DTYPE_BF16 : 0;
-    case kDLInt:
-      return t.bits == 8    ? GK_DTYPE_I8
-             : t.bits == 16 ? GK_DTYPE_I16
-             : t.bits == 32 ? GK_DTYPE_I32
-             : t.bits == 64 ? GK_DTYPE_I64
-                            : 0;
-    case kDLUInt:
-      return t.bits == 8 ? GK_DTYPE_U8 : 0;
-    case kDLBool:
-      return t.bits == 8 ? GK_DTYPE_BOOL : 0;
-    default:
-      return 0;
+  for (int32_t d = GK_DTYPE_F32; d <= GK_DTYPE_BOOL; ++d) {
+    if (kDLPackCodes[d].code == t.code && kDLPackCodes[d].bits == t.bits) return d;
   }
+  return 0;
 }
 
 uint64_t magnitude(int64_t v) {
