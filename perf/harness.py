@@ -41,7 +41,7 @@ import gpukit
 
 L2_BYTES = 50 * 2**20
 # Rows moving less than this are launch-bound: timed per call as a user sees it (host
-# overhead + launch + kernel). Larger rows are timed on the GPU alone (see time_runs).
+# overhead + launch + kernel). Larger rows are timed on the GPU alone (see time_calls).
 LAUNCH_BOUND_BYTES = 8 * 2**20
 # ... and timed with this many times the runs of the other rows.
 LAUNCH_BOUND_RUNS_FACTOR = 10
@@ -195,59 +195,42 @@ FAMILIES = {"matmul": register_matmul, "reductions": register_reductions}
 # Measuring
 # ---------------------------------------------------------------------------------------
 
-def time_runs(fn, prepare, runs: int, warmup: int = 5, hold: bool = True) -> float:
-    """Median milliseconds of fn(i), each bracketed by CUDA events; prepare(i) runs
-    outside the events (poisoning, input rotation). With `hold`, the GPU is kept busy
-    (HOLD_CYCLES) while the host queues the bracketed call, so host overhead (which
-    differs between GPUkit's and the peer's Python layers) is not in the interval;
-    without it, a launch-bound call is measured with its host overhead."""
-    for i in range(warmup):
-        prepare(i)
-        fn(i)
-    times = []
-    for i in range(runs):
-        prepare(i)
-        # Both sides start from the same cache state: the scrub writes back what prepare left
-        # dirty in L2 (ours: the poisoned output, up to 50 MB that would otherwise be written
-        # back inside the timed call) and leaves L2 holding clean, unrelated lines.
-        scrub_l2()
-        if not hold:
-            torch.cuda.synchronize()  # a per-call timing starts on an idle GPU
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if hold:
-            torch.cuda._sleep(HOLD_CYCLES)
-        start.record()
-        fn(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def time_interleaved(fns, prepares, runs: int, warmup: int = 5) -> list:
-    """Median milliseconds of each fns[j](i), timed per call with its host overhead on an
-    idle GPU (as time_runs without `hold`), the sides taking turns call by call (A B, then
-    B A): a host whose speed drifts over the row then slows both alike. Launch-bound rows
-    are timed this way; timed in separate blocks, the same code read 0.91x and 1.21x torch
-    in two runs an hour apart (perf/results/h100/2026-11-25_reductions/)."""
+def time_calls(fns, prepares, runs: int, warmup: int = 5, hold: bool = True) -> list:
+    """Median milliseconds of each fns[j](i), every call bracketed by CUDA events;
+    prepares[j](i) runs outside the events (poisoning, input rotation). Several functions
+    take turns call by call (A B, then B A), so a host or GPU whose speed drifts over the
+    row slows all alike. With `hold`, the GPU is kept busy (HOLD_CYCLES) while the host
+    queues the bracketed call, so host overhead (which differs between GPUkit's and the
+    peer's Python layers) is not in the interval; without it, a launch-bound call is
+    measured with its host overhead, starting on an idle GPU."""
     for i in range(warmup):
         for fn, prepare in zip(fns, prepares):
             prepare(i)
             fn(i)
     times = [[] for _ in fns]
     for i in range(runs):
-        order = range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))
-        for j in order:
+        for j in (range(len(fns)) if i % 2 == 0 else reversed(range(len(fns)))):
             prepares[j](i)
+            # Both sides start from the same cache state: the scrub writes back what prepare
+            # left dirty in L2 (ours: the poisoned output, up to 50 MB that would otherwise be
+            # written back inside the timed call) and leaves L2 holding clean, unrelated lines.
             scrub_l2()
-            torch.cuda.synchronize()
+            if not hold:
+                torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if hold:
+                torch.cuda._sleep(HOLD_CYCLES)
             start.record()
             fns[j](i)
             end.record()
             end.synchronize()
             times[j].append(start.elapsed_time(end))
     return [statistics.median(t) for t in times]
+
+
+def time_runs(fn, prepare, runs: int) -> float:
+    """time_calls for one function, on the GPU alone."""
+    return time_calls([fn], [prepare], runs)[0]
 
 
 _scrub = {}
@@ -315,22 +298,24 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     peer_err = errors(b.peer(fresh), ref)
 
     launch_bound = 0 < b.bytes_moved < LAUNCH_BOUND_BYTES
-    hold = not launch_bound
-    # A launch-bound sample carries the host's jitter (scheduling, Python's allocator), so
-    # its median needs more samples to settle; each costs tens of microseconds.
+
     def peer(i):
         return b.peer(sets[i % len(sets)])
 
     if launch_bound:
-        peer_ms, ours_ms = time_interleaved([peer, ours], [lambda i: None, poison],
-                                            runs * LAUNCH_BOUND_RUNS_FACTOR)
+        # A launch-bound sample carries the host's jitter (scheduling, Python's allocator), so
+        # its median needs more samples to settle; each costs tens of microseconds. The sides
+        # take turns call by call: timed in separate blocks, the same code read 0.91x and
+        # 1.21x torch in two runs an hour apart (perf/results/h100/2026-11-25_reductions/).
+        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison],
+                                      runs * LAUNCH_BOUND_RUNS_FACTOR, hold=False)
         peer_again_ms = peer_ms
     else:
-        peer_ms = time_runs(peer, lambda i: None, runs, hold=hold)
-        ours_ms = time_runs(ours, poison, runs, hold=hold)
-        peer_again_ms = time_runs(peer, lambda i: None, runs, hold=hold)
-    # The peer is timed before and after ours: their mean cancels a drift of the GPU's clocks
-    # (power, heat) over the row, which favoured whichever side ran first.
+        # The peer is timed before and after ours: their mean cancels a drift of the GPU's
+        # clocks (power, heat) over the row, which favoured whichever side ran first.
+        peer_ms = time_runs(peer, lambda i: None, runs)
+        ours_ms = time_runs(ours, poison, runs)
+        peer_again_ms = time_runs(peer, lambda i: None, runs)
     peer_mean = (peer_ms + peer_again_ms) / 2
     row = {"family": b.family, "name": b.name, "dtype": str(b.dtype).replace("torch.", ""),
            "op": b.op, "attrs": b.attrs, "peer": "torch.matmul (cuBLAS)" if b.family == "matmul" else "PyTorch",
@@ -362,7 +347,7 @@ def served_by(b: Bench) -> str:
 def markdown(rows, meta) -> str:
     lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
              f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time "
-             "(mean of its runs before and after ours) / ours (above 1: ours is faster). Errors: relative Frobenius vs float64. Rows moving "
+             "(mean of its runs before and after ours; launch-bound rows: taking turns with ours) / ours (above 1: ours is faster). Errors: relative Frobenius vs float64. Rows moving "
              f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs, "
              "ours and the peer taking turns call by call); "
              "the others on the GPU alone, with the host's launch latency hidden by a spin "

@@ -837,7 +837,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas, const std::string&
       p.args.stream = stream;
     }
     const double flops = 2.0 * s.m * s.n * s.k;
-    const int reps = flops > 1e11 ? 5 : 20, samples = kSamples;
+    const int reps = flops > 1e11 ? 5 : 20;
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
@@ -874,7 +874,7 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas, const std::string&
     for (size_t j = 0; j < n_calls; ++j)
       for (int w = 0; w < 3; ++w) failed[j] = !calls[j](P[w % sets]) || failed[j];
     CHECK_CUDA(cudaStreamSynchronize(stream));
-    for (int sm = 0; sm < samples; ++sm) {
+    for (int sm = 0; sm < kSamples; ++sm) {
       for (size_t q = 0; q < n_calls; ++q) {
         const size_t j = (q + size_t(sm)) % n_calls;
         CHECK_CUDA(cudaEventRecord(e0, stream));
