@@ -89,14 +89,17 @@ constexpr int kVThreads = Vec::kThreads;
 // scalar stores of a K-contiguous operand (16 rows × k 0..3 and 4..7 per warp) hit 32
 // distinct banks.
 constexpr int kVLd = kVBM + 4;
-static_assert(kVBM == 128 && kVBN == 128 && kVBK == 8 && kVThreads == 256,
-              "the thread mappings below assume 128×128×8 and 256 threads");
+static_assert(kVBM == 128 && kVBN == 128 && kVBK % 8 == 0 && kVThreads == 256,
+              "the thread mappings below assume 128×128 tiles, k-tiles of 8·c and 256 threads");
+// Float4 chunks per thread per operand and k-tile: 128 × kVBK floats over 256 threads.
+constexpr int kVChunks = kVBK / 8;
 
-// One operand's share of a k-tile: 4 consecutive floats per thread, 256 × 4 = 128 × 8.
+// One operand's share of a k-tile: kVChunks chunks of 4 consecutive floats per thread;
+// chunk c covers k 8c..8c+7 of the tile as 256 × 4 = 128 × 8 floats.
 // kKContig: the operand is K-contiguous in global ([rows = M or N][K], a row-major a or a
-// transposed b). Thread t reads row t/2, k 4·(t%2)..+3 (two threads per 32-byte row
-// segment) and stores them transposed into smem column t/2 of k rows 4·(t%2)..+3.
-// Otherwise it is M/N-contiguous ([K][M or N]): thread t reads k row t/32, columns
+// transposed b). Thread t reads row t/2, k 8c + 4·(t%2)..+3 (two threads per 32-byte row
+// segment) and stores them transposed into smem column t/2 of k rows 8c + 4·(t%2)..+3.
+// Otherwise it is M/N-contiguous ([K][M or N]): thread t reads k row 8c + t/32, columns
 // 4·(t%32)..+3 (a warp reads 512 contiguous bytes) and stores one float4.
 // `row_stride`: elements between the operand's rows in global (between M/N rows when
 // K-contiguous, between k rows otherwise). The caller guarantees unit stride along the
@@ -104,9 +107,10 @@ static_assert(kVBM == 128 && kVBN == 128 && kVBK == 8 && kVThreads == 256,
 // aligned float4; chunks crossing the M/N or K edge are loaded per element, zero-filled.
 template <bool kKContig>
 struct Vec4Loader {
-  const float* ptr;  // this thread's chunk of the next k-tile to load
+  const float* ptr;  // this thread's chunk 0 of the next k-tile to load
+  int64_t chunk_step;  // elements from chunk c to chunk c + 1
   // K-contiguous: K - kq while this thread's row is inside M/N, else 0; element j of the
-  // k-tile at k0 is in bounds when k0 + j < k_lim. M/N-contiguous: K - kq.
+  // chunk at k0 is in bounds when k0 + j < k_lim. M/N-contiguous: K - kq.
   int k_lim;
   int cols;  // M/N-contiguous only: how many of the chunk's 4 columns lie inside M/N
 
@@ -118,50 +122,54 @@ struct Vec4Loader {
       const int kq = (tid % 2) * 4;
       const int64_t row = mn0 + tid / 2;
       ptr = g + (row < mn_limit ? row * row_stride + kq : 0);
+      chunk_step = 8;
       k_lim = row < mn_limit ? k - kq : 0;
       cols = 0;
     } else {
       const int kq = tid / 32;
       const int64_t col = mn0 + (tid % 32) * 4;
       ptr = g + int64_t(kq) * row_stride + col;
+      chunk_step = 8 * row_stride;
       k_lim = k - kq;
       const int64_t left = mn_limit - col;
       cols = left < 0 ? 0 : left > 4 ? 4 : int(left);
     }
   }
 
-  // Reads this thread's chunk of the k-tile starting at k0 (zero outside M/N and K) and
-  // moves on by `step` elements (the next k-tile).
-  __device__ __forceinline__ void load(int k0, int64_t step, float (&v)[4]) {
-    if (kKContig) {
-      if (k0 + 4 <= k_lim) {
-        const float4 q = *reinterpret_cast<const float4*>(ptr);
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  // Reads this thread's chunks of the k-tile starting at k0 and moves on by `step`
+  // elements (the next k-tile). kChecked: zero-fills outside M/N and K; without it the
+  // caller guarantees the whole k-tile lies inside them.
+  template <bool kChecked>
+  __device__ __forceinline__ void load(int k0, int64_t step, float (&v)[kVChunks][4]) {
+#pragma unroll
+    for (int c = 0; c < kVChunks; ++c) {
+      const float* q = ptr + c * chunk_step;
+      const int kc = k0 + 8 * c;
+      const bool whole = !kChecked || (kKContig ? kc + 4 <= k_lim : kc < k_lim && cols == 4);
+      if (whole) {
+        const float4 f = *reinterpret_cast<const float4*>(q);
+        v[c][0] = f.x, v[c][1] = f.y, v[c][2] = f.z, v[c][3] = f.w;
       } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = k0 + j < k_lim ? ptr[j] : 0.0f;
-      }
-    } else {
-      if (k0 < k_lim && cols == 4) {
-        const float4 q = *reinterpret_cast<const float4*>(ptr);
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = (k0 < k_lim && j < cols) ? ptr[j] : 0.0f;
+        for (int j = 0; j < 4; ++j)
+          v[c][j] = (kKContig ? kc + j < k_lim : kc < k_lim && j < cols) ? q[j] : 0.0f;
       }
     }
     ptr += step;
   }
 
   // s: one smem k-tile, [kVBK][kVLd].
-  __device__ __forceinline__ static void store(float* s, int tid, const float (&v)[4]) {
-    if (kKContig) {
-      const int kq = (tid % 2) * 4, col = tid / 2;
+  __device__ __forceinline__ static void store(float* s, int tid, const float (&v)[kVChunks][4]) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) s[(kq + j) * kVLd + col] = v[j];
-    } else {
-      *reinterpret_cast<float4*>(s + (tid / 32) * kVLd + (tid % 32) * 4) =
-          make_float4(v[0], v[1], v[2], v[3]);
+    for (int c = 0; c < kVChunks; ++c) {
+      if (kKContig) {
+        const int kq = 8 * c + (tid % 2) * 4, col = tid / 2;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s[(kq + j) * kVLd + col] = v[c][j];
+      } else {
+        *reinterpret_cast<float4*>(s + (8 * c + tid / 32) * kVLd + (tid % 32) * 4) =
+            make_float4(v[c][0], v[c][1], v[c][2], v[c][3]);
+      }
     }
   }
 };
@@ -214,6 +222,38 @@ __device__ __forceinline__ void vec4_tile_coords(int64_t lin, int64_t tiles_m, i
   *tn = in_group / rows;
 }
 
+// k-tile kt lives in buffer kt % 2. While the block computes on it, each thread holds its
+// share of k-tile kt+1 in registers and stores it into the other buffer after the compute;
+// that buffer was last read in iteration kt-1, which every thread finished before the
+// __syncthreads ending that iteration.
+template <bool kChecked, bool kAK, bool kBK>
+__device__ __forceinline__ void vec4_main_loop(Vec4Loader<kAK>& la, Vec4Loader<kBK>& lb,
+                                               float (*sa)[kVBK * kVLd],
+                                               float (*sb)[kVBK * kVLd], int tid, int ty, int tx,
+                                               int k_tiles, int64_t a_step, int64_t b_step,
+                                               float (&acc)[8][8]) {
+  float ra[kVChunks][4], rb[kVChunks][4];
+  la.template load<kChecked>(0, a_step, ra);
+  lb.template load<kChecked>(0, b_step, rb);
+  Vec4Loader<kAK>::store(sa[0], tid, ra);
+  Vec4Loader<kBK>::store(sb[0], tid, rb);
+  __syncthreads();
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < k_tiles;
+    if (more) {
+      la.template load<kChecked>((kt + 1) * kVBK, a_step, ra);
+      lb.template load<kChecked>((kt + 1) * kVBK, b_step, rb);
+    }
+    vec4_mma_tile(sa[cur], sb[cur], ty, tx, acc);
+    if (more) {
+      Vec4Loader<kAK>::store(sa[cur ^ 1], tid, ra);
+      Vec4Loader<kBK>::store(sb[cur ^ 1], tid, rb);
+    }
+    __syncthreads();
+  }
+}
+
 struct Vec4Args {
   const float* a;
   const float* b;
@@ -228,7 +268,12 @@ struct Vec4Args {
 
 // kAK: a is K-contiguous (row-major [M, K]); else M-contiguous (transpose_a).
 // kBK: b is K-contiguous (transpose_b, [N, K]); else N-contiguous (row-major [K, N]).
-template <bool kAK, bool kBK>
+// kChecked: loads check the M, N and K edges; without it every tile lies inside M and N and
+// K is a whole number of k-tiles. Two kernels rather than a branch per block, because ptxas
+// gives a kernel the registers of its hungriest path: with the checked loop beside it, the
+// unchecked one of a row-major b got 143 registers, one block per SM instead of two, and
+// ran 3% slower (perf/results/h100/2026-11-25_simt_interior/).
+template <bool kAK, bool kBK, bool kChecked>
 __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
     simt_gemm_f32_vec4_kernel(const Vec4Args p) {
   __shared__ __align__(16) float sa[2][kVBK * kVLd];
@@ -240,7 +285,7 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
   const int64_t m0 = tm * kVBM, n0 = tn * kVBN;
   const int k = int(p.k);
   const int k_tiles = (k + kVBK - 1) / kVBK;
-  // Between k-tiles: 8 elements along a K-contiguous operand, 8 rows along the other.
+  // Between k-tiles: kVBK elements along a K-contiguous operand, kVBK rows along the other.
   const int64_t a_step = kAK ? kVBK : kVBK * p.a_row_stride;
   const int64_t b_step = kBK ? kVBK : kVBK * p.b_row_stride;
 
@@ -262,30 +307,7 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
 
-    // k-tile kt lives in buffer kt % 2. While the block computes on it, each thread holds
-    // its share of k-tile kt+1 in registers and stores it into the other buffer after the
-    // compute; that buffer was last read in iteration kt-1, which every thread finished
-    // before the __syncthreads ending that iteration.
-    float ra[4], rb[4];
-    la.load(0, a_step, ra);
-    lb.load(0, b_step, rb);
-    Vec4Loader<kAK>::store(sa[0], tid, ra);
-    Vec4Loader<kBK>::store(sb[0], tid, rb);
-    __syncthreads();
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int cur = kt & 1;
-      const bool more = kt + 1 < k_tiles;
-      if (more) {
-        la.load((kt + 1) * kVBK, a_step, ra);
-        lb.load((kt + 1) * kVBK, b_step, rb);
-      }
-      vec4_mma_tile(sa[cur], sb[cur], ty, tx, acc);
-      if (more) {
-        Vec4Loader<kAK>::store(sa[cur ^ 1], tid, ra);
-        Vec4Loader<kBK>::store(sb[cur ^ 1], tid, rb);
-      }
-      __syncthreads();
-    }
+    vec4_main_loop<kChecked>(la, lb, sa, sb, tid, ty, tx, k_tiles, a_step, b_step, acc);
 
     float* c = p.c + oc;
     const bool alpha_only =
@@ -325,12 +347,19 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
 
 template <bool kAK, bool kBK>
 cudaError_t launch_vec4(Vec4Args args, int64_t batch_count, cudaStream_t stream) {
+  // Loads without edge checks, which are a tenth of the main loop's instructions, when every
+  // tile is whole.
+  const bool whole_tiles = args.m % kVBM == 0 && args.n % kVBN == 0 && args.k % kVBK == 0;
   for (int64_t first = 0; first < batch_count; first += 65535) {
     const int64_t entries = batch_count - first < 65535 ? batch_count - first : 65535;
     const dim3 grid(unsigned((args.n + kVBN - 1) / kVBN), unsigned((args.m + kVBM - 1) / kVBM),
                     unsigned(entries));
     args.batch_first = first;
-    simt_gemm_f32_vec4_kernel<kAK, kBK><<<grid, kVThreads, 0, stream>>>(args);
+    if (whole_tiles) {
+      simt_gemm_f32_vec4_kernel<kAK, kBK, false><<<grid, kVThreads, 0, stream>>>(args);
+    } else {
+      simt_gemm_f32_vec4_kernel<kAK, kBK, true><<<grid, kVThreads, 0, stream>>>(args);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

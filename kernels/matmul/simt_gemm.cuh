@@ -12,7 +12,8 @@
 //      smem As[2][8 k][128+4 m], Bs[2][8 k][128+4 n]          // double-buffered k-tiles
 //      prologue: k-tile 0 → As[0], Bs[0]; __syncthreads
 //      for kt in 0..⌈K/8⌉:                                     // block owns the K loop
-//        regs ← k-tile kt+1: one float4 of a and one of b per thread (zero-filled at edges)
+//        regs ← k-tile kt+1: one float4 of a and one of b per thread (zero-filled at edges;
+//               a second kernel without the edge checks runs when every tile is whole)
 //        thread (ty, tx) of 16×16, a warp = 4 ty × 8 tx:       // 8×8 outer products
 //          for kk in 0..8:
 //            a4 ← As[kk][ty·4..+4], As[kk][64+ty·4..+4]        // float4 smem reads
