@@ -270,13 +270,20 @@ TEST(TransferEngine, pageable_to_device_is_staged_in_chunks_with_an_odd_tail) {
   const uint64_t bytes = 5 * kChunk + 17;
   std::vector<char> src = random_bytes(bytes, 1), dev(bytes, 0);
   f.engine->to_device(dev.data(), src.data(), bytes, kCaller);
-  ASSERT_EQ(f.device->dmas.size(), 6u);
-  for (size_t i = 0; i < 6; ++i) {
+  // Chunks ramp up from kChunk / 8 (8 KiB), then halve over the last 2 · kChunk (whole pages)
+  // until at most 2 · 8 KiB are left, which go in one odd chunk.
+  const std::vector<uint64_t> sizes = {8192, 16384, 32768, 65536, 65536, 65536, 40960, 20480,
+                                       12305};
+  ASSERT_EQ(f.device->dmas.size(), sizes.size());
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
     const auto& d = f.device->dmas[i];
     EXPECT_TRUE(d.staged) << "chunk " << i;
-    EXPECT_EQ(d.dst, dev.data() + i * kChunk) << "chunk " << i;
-    EXPECT_EQ(d.bytes, i < 5 ? kChunk : 17) << "chunk " << i;
+    EXPECT_EQ(d.dst, dev.data() + offset) << "chunk " << i;
+    EXPECT_EQ(d.bytes, sizes[i]) << "chunk " << i;
+    offset += sizes[i];
   }
+  EXPECT_EQ(offset, bytes);
   // The source may be reused at once: the staged bytes are what the device receives.
   std::vector<char> original = src;
   std::fill(src.begin(), src.end(), 0);
@@ -287,7 +294,7 @@ TEST(TransferEngine, pageable_to_device_is_staged_in_chunks_with_an_odd_tail) {
   EXPECT_EQ(c.to_device_copies, 1u);
   EXPECT_EQ(c.to_device_bytes, bytes);
   EXPECT_EQ(c.staged_copies, 1u);
-  EXPECT_EQ(c.staged_chunks, 6u);
+  EXPECT_EQ(c.staged_chunks, sizes.size());
   EXPECT_EQ(c.staged_bytes, bytes);
   EXPECT_EQ(c.staging_bytes, 3 * kChunk) << "only the to-device staging was pinned";
 }

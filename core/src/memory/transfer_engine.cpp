@@ -29,6 +29,21 @@ uint64_t env_number(const char* name, uint64_t fallback, uint64_t lo, uint64_t h
   return n;
 }
 
+// The size of host → device chunk `index` when `remaining` bytes are left to stage. The copy
+// is a pipeline of host memcpys into staging and DMAs out of it, in which the first memcpy
+// and the last DMA overlap nothing. So chunks ramp up from an eighth of `chunk` (the first
+// DMA starts after 1 MiB instead of 8) and halve again over the last two chunks' worth of
+// bytes (the last DMA is short). Whole pages, except for the very last chunk.
+uint64_t staged_chunk_bytes(uint64_t chunk, uint64_t index, uint64_t remaining) {
+  constexpr uint64_t kPage = 4096;
+  const uint64_t smallest = std::max(chunk / 8 / kPage * kPage, kPage);
+  if (remaining <= 2 * smallest) return remaining;
+  uint64_t n = std::min(chunk, smallest << std::min<uint64_t>(index, 3));
+  if (remaining <= 2 * chunk)
+    n = std::min(n, std::max(smallest, ceil_div(remaining / 2, kPage) * kPage));
+  return std::min(n, remaining);
+}
+
 }  // namespace
 
 TransferTuning TransferTuning::from_environment(bool use_environment) {
@@ -60,15 +75,15 @@ HostCopyPool::HostCopyPool(int threads) : threads_(std::max(threads, 1)) {}
 
 HostCopyPool::~HostCopyPool() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    stopping_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : helpers_) t.join();
 }
 
 void HostCopyPool::start_helpers() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(sleep_mutex_);
   if (!helpers_.empty()) return;
   for (int i = 1; i < threads_; ++i) helpers_.emplace_back([this] { helper_loop(); });
 }
@@ -83,11 +98,16 @@ void HostCopyPool::run_pieces(Job& job) {
   }
 }
 
+std::shared_ptr<HostCopyPool::Job> HostCopyPool::take_job() {
+  std::lock_guard<SpinLock> lock(jobs_lock_);
+  return jobs_.empty() ? nullptr : jobs_.front();
+}
+
 void HostCopyPool::forget(const std::shared_ptr<Job>& job) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(jobs_lock_);
   auto it = std::find(jobs_.begin(), jobs_.end(), job);
   if (it != jobs_.end()) jobs_.erase(it);
-  queued_jobs_.store(int(jobs_.size()), std::memory_order_relaxed);
+  queued_jobs_.store(int(jobs_.size()));
 }
 
 void HostCopyPool::helper_loop() {
@@ -96,24 +116,30 @@ void HostCopyPool::helper_loop() {
   // of microseconds in a virtual machine and left the copy to the caller's thread alone, so
   // they spin for longer than a chunk's DMA before sleeping.
   constexpr auto kSpinBeforeSleep = std::chrono::microseconds(1000);
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    if (jobs_.empty() && !stopping_) {
-      lock.unlock();
-      auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-      while (queued_jobs_.load(std::memory_order_relaxed) == 0 &&
-             std::chrono::steady_clock::now() < until) {
+    if (std::shared_ptr<Job> job = take_job()) {
+      run_pieces(*job);
+      forget(job);  // no pieces left: nobody needs to find it any more
+      continue;
+    }
+    auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    for (int spins = 0; queued_jobs_.load(std::memory_order_relaxed) == 0 && !stopping_.load();
+         ++spins) {
+      if (spins % 64 == 63) {
+        if (std::chrono::steady_clock::now() >= until) break;
         std::this_thread::yield();
       }
-      lock.lock();
-      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      GK_SPIN_PAUSE();
     }
-    if (stopping_) return;
-    std::shared_ptr<Job> job = jobs_.front();
-    lock.unlock();
-    run_pieces(*job);
-    forget(job);  // no pieces left: nobody needs to find it any more
-    lock.lock();
+    if (queued_jobs_.load() == 0) {
+      // Sequentially consistent with copy(): either the caller sees this sleeper and wakes
+      // it, or this thread sees the caller's job before it waits.
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return stopping_.load() || queued_jobs_.load() > 0; });
+      sleepers_.fetch_sub(1);
+    }
+    if (stopping_.load()) return;
   }
 }
 
@@ -132,15 +158,21 @@ void HostCopyPool::copy(void* dst, const void* src, uint64_t bytes) {
   job->piece = ceil_div(ceil_div(bytes, pieces), 4096) * 4096;
   job->pieces = uint32_t(ceil_div(bytes, job->piece));
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(jobs_lock_);
     jobs_.push_back(job);
-    queued_jobs_.store(int(jobs_.size()), std::memory_order_relaxed);
+    queued_jobs_.store(int(jobs_.size()));
   }
-  wake_.notify_all();
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    wake_.notify_all();
+  }
   run_pieces(*job);
   forget(job);
   // The pieces still running were taken by helpers that are copying them now.
-  while (job->done.load(std::memory_order_acquire) < job->pieces) std::this_thread::yield();
+  for (int spins = 0; job->done.load(std::memory_order_acquire) < job->pieces; ++spins) {
+    if (spins % 64 == 63) std::this_thread::yield();
+    GK_SPIN_PAUSE();
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -353,14 +385,14 @@ void TransferEngine::to_device(void* dst, const void* src, uint64_t bytes, cuda:
 
 void TransferEngine::stage_to_device(char* dst, const char* src, uint64_t bytes) {
   uint64_t chunk = to_device_staging_.chunk_bytes();
-  for (uint64_t offset = 0; offset < bytes;) {
+  for (uint64_t offset = 0, index = 0; offset < bytes; ++index) {
     StagingPool::Slot* slot = acquire_or_log(to_device_staging_);
     if (!slot) {
       backend_->copy_host_async(CopyLane::kToDevice, dst + offset, src + offset, bytes - offset);
       return;
     }
     SlotLease lease(to_device_staging_, *backend_, CopyLane::kToDevice, slot);
-    uint64_t n = std::min(chunk, bytes - offset);
+    uint64_t n = staged_chunk_bytes(chunk, index, bytes - offset);
     host_copies_.copy(slot->data, src + offset, n);
     lease.queue_dma(dst + offset, slot->data, n);
     lease.release(false);  // the DMA may still read it: the next user waits for its event
