@@ -302,33 +302,29 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     def peer(i):
         return b.peer(sets[i % len(sets)])
 
+    # The sides take turns call by call, so a drift of the host's or the GPU's speed over the
+    # row (clocks under power and heat, host hours) slows both alike: timed in separate
+    # blocks, the same code read 0.91x and 1.21x torch in two runs an hour apart
+    # (perf/results/h100/2026-11-25_reductions/), and matmul rows 0.43-0.91x in one run and
+    # 0.97-1.16x in the next (2026-11-25_final/). A launch-bound sample carries the host's
+    # jitter (scheduling, Python's allocator), so its median needs more samples to settle,
+    # and it is timed with its host overhead; larger rows are timed on the GPU alone.
     if launch_bound:
-        # A launch-bound sample carries the host's jitter (scheduling, Python's allocator), so
-        # its median needs more samples to settle; each costs tens of microseconds. The sides
-        # take turns call by call: timed in separate blocks, the same code read 0.91x and
-        # 1.21x torch in two runs an hour apart (perf/results/h100/2026-11-25_reductions/).
         peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison],
                                       runs * LAUNCH_BOUND_RUNS_FACTOR, hold=False)
-        peer_again_ms = peer_ms
     else:
-        # The peer is timed before and after ours: their mean cancels a drift of the GPU's
-        # clocks (power, heat) over the row, which favoured whichever side ran first.
-        peer_ms = time_runs(peer, lambda i: None, runs)
-        ours_ms = time_runs(ours, poison, runs)
-        peer_again_ms = time_runs(peer, lambda i: None, runs)
-    peer_mean = (peer_ms + peer_again_ms) / 2
+        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison], runs)
     row = {"family": b.family, "name": b.name, "dtype": str(b.dtype).replace("torch.", ""),
            "op": b.op, "attrs": b.attrs, "peer": "torch.matmul (cuBLAS)" if b.family == "matmul" else "PyTorch",
-           "peer_ms": peer_ms, "peer_ms_repeat": peer_again_ms, "ours_ms": ours_ms,
-           "peer_ms_mean": peer_mean, "ratio": peer_mean / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
+           "peer_ms": peer_ms, "ours_ms": ours_ms, "ratio": peer_ms / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
            "served_by": served_by(b),
            "timing": "per call, host included, interleaved with the peer" if launch_bound
-           else "GPU time, host hidden"}
+           else "GPU time, host hidden, interleaved with the peer"}
     if b.flops:
-        row["peer_tflops"] = b.flops / (peer_mean * 1e9)
+        row["peer_tflops"] = b.flops / (peer_ms * 1e9)
         row["ours_tflops"] = b.flops / (ours_ms * 1e9)
     if b.bytes_moved:
-        row["peer_gbs"] = b.bytes_moved / (peer_mean * 1e6)
+        row["peer_gbs"] = b.bytes_moved / (peer_ms * 1e6)
         row["ours_gbs"] = b.bytes_moved / (ours_ms * 1e6)
         row["ours_copy_fraction"] = row["ours_gbs"] / copy_gbs
     return row
@@ -361,7 +357,7 @@ def markdown(rows, meta) -> str:
         else:
             rate = f"{r['ours_gbs']:.0f} GB/s ({100 * r['ours_copy_fraction']:.0f}%; peer {r['peer_gbs']:.0f})"
         star = " *" if r.get("timing", "").startswith("per call") else ""
-        lines.append(f"| {r['family']} | {r['name']}{star} | {r['dtype']} | {r['served_by']} | {r['peer_ms_mean']:.4f} | "
+        lines.append(f"| {r['family']} | {r['name']}{star} | {r['dtype']} | {r['served_by']} | {r['peer_ms']:.4f} | "
                      f"{r['ours_ms']:.4f} | {r['ratio']:.3f} | {rate} | "
                      f"{r['ours_error']['rel_fro']:.2e} | {r['peer_error']['rel_fro']:.2e} | "
                      f"{r['ours_error']['max_abs']:.2e} |")
