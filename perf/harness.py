@@ -342,10 +342,10 @@ def served_by(b: Bench) -> str:
 
 def markdown(rows, meta) -> str:
     lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
-             f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time "
-             "(mean of its runs before and after ours; launch-bound rows: taking turns with ours) / ours (above 1: ours is faster). Errors: relative Frobenius vs float64. Rows moving "
-             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs, "
-             "ours and the peer taking turns call by call); "
+             f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time / "
+             "ours (above 1: ours is faster), medians, ours and the peer taking turns call by "
+             "call. Errors: relative Frobenius vs float64. Rows moving "
+             f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs); "
              "the others on the GPU alone, with the host's launch latency hidden by a spin "
              "queued before each timed call. Before every timed call of either side, L2 is "
              "scrubbed by a read of twice its size (ours: after its output is poisoned).", "",
