@@ -299,6 +299,38 @@ TEST(TransferEngine, pageable_to_device_is_staged_in_chunks_with_an_odd_tail) {
   EXPECT_EQ(c.staging_bytes, 3 * kChunk) << "only the to-device staging was pinned";
 }
 
+TEST(TransferEngine, staged_chunks_of_any_size_cover_the_copy_in_whole_pages) {
+  for (uint64_t bytes : {uint64_t(1), uint64_t(4095), uint64_t(16384), uint64_t(16385),
+                         kChunk - 1, kChunk, 2 * kChunk + 1, 3 * kChunk + 4096,
+                         40 * kChunk + 12345}) {
+    EngineFixture f;
+    std::vector<char> src = random_bytes(bytes, uint32_t(bytes)), dev(bytes, 0);
+    f.engine->to_device(dev.data(), src.data(), bytes, kCaller);
+    f.device->synchronize_caller(kCaller);
+    EXPECT_EQ(dev, src) << bytes << " bytes";
+    uint64_t offset = 0;
+    const auto& dmas = f.device->dmas;
+    for (size_t i = 0; i < dmas.size(); ++i) {
+      EXPECT_EQ(dmas[i].dst, dev.data() + offset) << bytes << " bytes, chunk " << i;
+      EXPECT_LE(dmas[i].bytes, kChunk) << bytes << " bytes, chunk " << i;
+      if (i + 1 < dmas.size()) {
+        EXPECT_EQ(dmas[i].bytes % 4096, 0u) << bytes << " bytes, chunk " << i;
+      }
+      offset += dmas[i].bytes;
+    }
+    EXPECT_EQ(offset, bytes);
+    // The ramp: the first chunk is an eighth of a chunk unless the copy is small anyway.
+    if (bytes > kChunk / 4) EXPECT_EQ(dmas.front().bytes, kChunk / 8) << bytes << " bytes";
+    // Long copies reach whole chunks in between.
+    if (bytes > 8 * kChunk) {
+      EXPECT_GE(std::count_if(dmas.begin(), dmas.end(),
+                              [](const FakeDevice::Dma& d) { return d.bytes == kChunk; }),
+                std::ptrdiff_t(bytes / kChunk) - 3)
+          << bytes << " bytes";
+    }
+  }
+}
+
 TEST(TransferEngine, pageable_to_host_is_written_on_return_with_misaligned_pointers) {
   EngineFixture f;
   const uint64_t bytes = 7 * kChunk + 4093;
