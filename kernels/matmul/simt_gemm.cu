@@ -107,7 +107,7 @@ constexpr int kVChunks = kVBK / 8;
 // aligned float4; chunks crossing the M/N or K edge are loaded per element, zero-filled.
 template <bool kKContig>
 struct Vec4Loader {
-  const float* ptr;  // this thread's chunk 0 of the next k-tile to load
+  const float* ptr;    // this thread's chunk 0 of the next k-tile to load
   int64_t chunk_step;  // elements from chunk c to chunk c + 1
   // K-contiguous: K - kq while this thread's row is inside M/N, else 0; element j of the
   // chunk at k0 is in bounds when k0 + j < k_lim. M/N-contiguous: K - kq.
@@ -228,10 +228,9 @@ __device__ __forceinline__ void vec4_tile_coords(int64_t lin, int64_t tiles_m, i
 // __syncthreads ending that iteration.
 template <bool kChecked, bool kAK, bool kBK>
 __device__ __forceinline__ void vec4_main_loop(Vec4Loader<kAK>& la, Vec4Loader<kBK>& lb,
-                                               float (*sa)[kVBK * kVLd],
-                                               float (*sb)[kVBK * kVLd], int tid, int ty, int tx,
-                                               int k_tiles, int64_t a_step, int64_t b_step,
-                                               float (&acc)[8][8]) {
+                                               float (*sa)[kVBK * kVLd], float (*sb)[kVBK * kVLd],
+                                               int tid, int ty, int tx, int k_tiles, int64_t a_step,
+                                               int64_t b_step, float (&acc)[8][8]) {
   float ra[kVChunks][4], rb[kVChunks][4];
   la.template load<kChecked>(0, a_step, ra);
   lb.template load<kChecked>(0, b_step, rb);

@@ -272,8 +272,8 @@ TEST(TransferEngine, pageable_to_device_is_staged_in_chunks_with_an_odd_tail) {
   f.engine->to_device(dev.data(), src.data(), bytes, kCaller);
   // Chunks ramp up from kChunk / 8 (8 KiB), then halve over the last 2 · kChunk (whole pages)
   // until at most 2 · 8 KiB are left, which go in one odd chunk.
-  const std::vector<uint64_t> sizes = {8192, 16384, 32768, 65536, 65536, 65536, 40960, 20480,
-                                       12305};
+  const std::vector<uint64_t> sizes = {8192,  16384, 32768, 65536, 65536,
+                                       65536, 40960, 20480, 12305};
   ASSERT_EQ(f.device->dmas.size(), sizes.size());
   uint64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -300,9 +300,8 @@ TEST(TransferEngine, pageable_to_device_is_staged_in_chunks_with_an_odd_tail) {
 }
 
 TEST(TransferEngine, staged_chunks_of_any_size_cover_the_copy_in_whole_pages) {
-  for (uint64_t bytes : {uint64_t(1), uint64_t(4095), uint64_t(16384), uint64_t(16385),
-                         kChunk - 1, kChunk, 2 * kChunk + 1, 3 * kChunk + 4096,
-                         40 * kChunk + 12345}) {
+  for (uint64_t bytes : {uint64_t(1), uint64_t(4095), uint64_t(16384), uint64_t(16385), kChunk - 1,
+                         kChunk, 2 * kChunk + 1, 3 * kChunk + 4096, 40 * kChunk + 12345}) {
     EngineFixture f;
     std::vector<char> src = random_bytes(bytes, uint32_t(bytes)), dev(bytes, 0);
     f.engine->to_device(dev.data(), src.data(), bytes, kCaller);
