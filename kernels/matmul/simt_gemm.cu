@@ -89,17 +89,14 @@ constexpr int kVThreads = Vec::kThreads;
 // scalar stores of a K-contiguous operand (16 rows × k 0..3 and 4..7 per warp) hit 32
 // distinct banks.
 constexpr int kVLd = kVBM + 4;
-static_assert(kVBM == 128 && kVBN == 128 && kVBK % 8 == 0 && kVThreads == 256,
-              "the thread mappings below assume 128×128 tiles, k-tiles of 8·c and 256 threads");
-// Float4 chunks per thread per operand and k-tile: 128 × kVBK floats over 256 threads.
-constexpr int kVChunks = kVBK / 8;
+static_assert(kVBM == 128 && kVBN == 128 && kVBK == 8 && kVThreads == 256,
+              "the thread mappings below assume 128×128×8 and 256 threads");
 
-// One operand's share of a k-tile: kVChunks chunks of 4 consecutive floats per thread;
-// chunk c covers k 8c..8c+7 of the tile as 256 × 4 = 128 × 8 floats.
+// One operand's share of a k-tile: 4 consecutive floats per thread, 256 × 4 = 128 × 8.
 // kKContig: the operand is K-contiguous in global ([rows = M or N][K], a row-major a or a
-// transposed b). Thread t reads row t/2, k 8c + 4·(t%2)..+3 (two threads per 32-byte row
-// segment) and stores them transposed into smem column t/2 of k rows 8c + 4·(t%2)..+3.
-// Otherwise it is M/N-contiguous ([K][M or N]): thread t reads k row 8c + t/32, columns
+// transposed b). Thread t reads row t/2, k 4·(t%2)..+3 (two threads per 32-byte row
+// segment) and stores them transposed into smem column t/2 of k rows 4·(t%2)..+3.
+// Otherwise it is M/N-contiguous ([K][M or N]): thread t reads k row t/32, columns
 // 4·(t%32)..+3 (a warp reads 512 contiguous bytes) and stores one float4.
 // `row_stride`: elements between the operand's rows in global (between M/N rows when
 // K-contiguous, between k rows otherwise). The caller guarantees unit stride along the
@@ -107,10 +104,9 @@ constexpr int kVChunks = kVBK / 8;
 // aligned float4; chunks crossing the M/N or K edge are loaded per element, zero-filled.
 template <bool kKContig>
 struct Vec4Loader {
-  const float* ptr;    // this thread's chunk 0 of the next k-tile to load
-  int64_t chunk_step;  // elements from chunk c to chunk c + 1
+  const float* ptr;  // this thread's chunk of the next k-tile to load
   // K-contiguous: K - kq while this thread's row is inside M/N, else 0; element j of the
-  // chunk at k0 is in bounds when k0 + j < k_lim. M/N-contiguous: K - kq.
+  // k-tile at k0 is in bounds when k0 + j < k_lim. M/N-contiguous: K - kq.
   int k_lim;
   int cols;  // M/N-contiguous only: how many of the chunk's 4 columns lie inside M/N
 
@@ -122,54 +118,44 @@ struct Vec4Loader {
       const int kq = (tid % 2) * 4;
       const int64_t row = mn0 + tid / 2;
       ptr = g + (row < mn_limit ? row * row_stride + kq : 0);
-      chunk_step = 8;
       k_lim = row < mn_limit ? k - kq : 0;
       cols = 0;
     } else {
       const int kq = tid / 32;
       const int64_t col = mn0 + (tid % 32) * 4;
       ptr = g + int64_t(kq) * row_stride + col;
-      chunk_step = 8 * row_stride;
       k_lim = k - kq;
       const int64_t left = mn_limit - col;
       cols = left < 0 ? 0 : left > 4 ? 4 : int(left);
     }
   }
 
-  // Reads this thread's chunks of the k-tile starting at k0 and moves on by `step`
-  // elements (the next k-tile). kChecked: zero-fills outside M/N and K; without it the
-  // caller guarantees the whole k-tile lies inside them.
+  // Reads this thread's chunk of the k-tile starting at k0 and moves on by `step` elements
+  // (the next k-tile). kChecked: zero-fills outside M/N and K; without it the caller
+  // guarantees the whole k-tile lies inside them.
   template <bool kChecked>
-  __device__ __forceinline__ void load(int k0, int64_t step, float (&v)[kVChunks][4]) {
+  __device__ __forceinline__ void load(int k0, int64_t step, float (&v)[4]) {
+    const bool whole = !kChecked || (kKContig ? k0 + 4 <= k_lim : k0 < k_lim && cols == 4);
+    if (whole) {
+      const float4 q = *reinterpret_cast<const float4*>(ptr);
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
 #pragma unroll
-    for (int c = 0; c < kVChunks; ++c) {
-      const float* q = ptr + c * chunk_step;
-      const int kc = k0 + 8 * c;
-      const bool whole = !kChecked || (kKContig ? kc + 4 <= k_lim : kc < k_lim && cols == 4);
-      if (whole) {
-        const float4 f = *reinterpret_cast<const float4*>(q);
-        v[c][0] = f.x, v[c][1] = f.y, v[c][2] = f.z, v[c][3] = f.w;
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          v[c][j] = (kKContig ? kc + j < k_lim : kc < k_lim && j < cols) ? q[j] : 0.0f;
-      }
+      for (int j = 0; j < 4; ++j)
+        v[j] = (kKContig ? k0 + j < k_lim : k0 < k_lim && j < cols) ? ptr[j] : 0.0f;
     }
     ptr += step;
   }
 
   // s: one smem k-tile, [kVBK][kVLd].
-  __device__ __forceinline__ static void store(float* s, int tid, const float (&v)[kVChunks][4]) {
+  __device__ __forceinline__ static void store(float* s, int tid, const float (&v)[4]) {
+    if (kKContig) {
+      const int kq = (tid % 2) * 4, col = tid / 2;
 #pragma unroll
-    for (int c = 0; c < kVChunks; ++c) {
-      if (kKContig) {
-        const int kq = 8 * c + (tid % 2) * 4, col = tid / 2;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) s[(kq + j) * kVLd + col] = v[c][j];
-      } else {
-        *reinterpret_cast<float4*>(s + (8 * c + tid / 32) * kVLd + (tid % 32) * 4) =
-            make_float4(v[c][0], v[c][1], v[c][2], v[c][3]);
-      }
+      for (int j = 0; j < 4; ++j) s[(kq + j) * kVLd + col] = v[j];
+    } else {
+      *reinterpret_cast<float4*>(s + (tid / 32) * kVLd + (tid % 32) * 4) =
+          make_float4(v[0], v[1], v[2], v[3]);
     }
   }
 };
@@ -231,7 +217,7 @@ __device__ __forceinline__ void vec4_main_loop(Vec4Loader<kAK>& la, Vec4Loader<k
                                                float (*sa)[kVBK * kVLd], float (*sb)[kVBK * kVLd],
                                                int tid, int ty, int tx, int k_tiles, int64_t a_step,
                                                int64_t b_step, float (&acc)[8][8]) {
-  float ra[kVChunks][4], rb[kVChunks][4];
+  float ra[4], rb[4];
   la.template load<kChecked>(0, a_step, ra);
   lb.template load<kChecked>(0, b_step, rb);
   Vec4Loader<kAK>::store(sa[0], tid, ra);
@@ -284,7 +270,7 @@ __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
   const int64_t m0 = tm * kVBM, n0 = tn * kVBN;
   const int k = int(p.k);
   const int k_tiles = (k + kVBK - 1) / kVBK;
-  // Between k-tiles: kVBK elements along a K-contiguous operand, kVBK rows along the other.
+  // Between k-tiles: 8 elements along a K-contiguous operand, 8 rows along the other.
   const int64_t a_step = kAK ? kVBK : kVBK * p.a_row_stride;
   const int64_t b_step = kBK ? kVBK : kVBK * p.b_row_stride;
 
