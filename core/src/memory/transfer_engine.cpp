@@ -39,9 +39,10 @@ uint64_t staged_chunk_bytes(uint64_t chunk, uint64_t index, uint64_t remaining) 
   const uint64_t smallest = std::max(chunk / 8 / kPage * kPage, kPage);
   if (remaining <= 2 * smallest) return remaining;
   uint64_t n = std::min(chunk, smallest << std::min<uint64_t>(index, 3));
+  // Below 2 · chunk, half the rest (rounded up to a page) is still less than the rest.
   if (remaining <= 2 * chunk)
     n = std::min(n, std::max(smallest, ceil_div(remaining / 2, kPage) * kPage));
-  return std::min(n, remaining);
+  return n;
 }
 
 }  // namespace
