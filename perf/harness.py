@@ -45,6 +45,10 @@ L2_BYTES = 50 * 2**20
 LAUNCH_BOUND_BYTES = 8 * 2**20
 # ... and timed with this many times the runs of the other rows.
 LAUNCH_BOUND_RUNS_FACTOR = 10
+# Rows timed on the GPU get at least this many milliseconds of timed calls per side (up to
+# LAUNCH_BOUND_RUNS_FACTOR times the runs): 30 samples of an 8 µs matmul read 0.92x and
+# 1.01x in two processes with the same kernels on both sides (2026-11-25_session8/).
+MIN_TIMED_MS = 20.0
 # A spin of about 100 µs at H100 clocks queued before each timed call (torch.cuda._sleep):
 # the GPU is still busy with it while the host queues the start event, the call and the end
 # event, so the interval measured is the GPU's time for the call, not the host's latency.
@@ -310,13 +314,16 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     # jitter (scheduling, Python's allocator), so its median needs more samples to settle,
     # and it is timed with its host overhead; larger rows are timed on the GPU alone.
     if launch_bound:
-        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison],
-                                      runs * LAUNCH_BOUND_RUNS_FACTOR, hold=False)
+        runs *= LAUNCH_BOUND_RUNS_FACTOR
+        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison], runs, hold=False)
     else:
+        estimate_ms = time_calls([peer], [lambda i: None], 5)[0]
+        runs = min(runs * LAUNCH_BOUND_RUNS_FACTOR,
+                   max(runs, math.ceil(MIN_TIMED_MS / max(estimate_ms, 1e-6))))
         peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison], runs)
     row = {"family": b.family, "name": b.name, "dtype": str(b.dtype).replace("torch.", ""),
            "op": b.op, "attrs": b.attrs, "peer": "torch.matmul (cuBLAS)" if b.family == "matmul" else "PyTorch",
-           "peer_ms": peer_ms, "ours_ms": ours_ms, "ratio": peer_ms / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
+           "peer_ms": peer_ms, "ours_ms": ours_ms, "runs": runs, "ratio": peer_ms / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
            "served_by": served_by(b),
            "timing": "per call, host included, interleaved with the peer" if launch_bound
            else "GPU time, host hidden, interleaved with the peer"}
@@ -347,7 +354,7 @@ def markdown(rows, meta) -> str:
              "call. Errors: relative Frobenius vs float64. Rows moving "
              f"under {LAUNCH_BOUND_BYTES >> 20} MiB (marked *) are timed per call with host overhead ({LAUNCH_BOUND_RUNS_FACTOR}x the runs); "
              "the others on the GPU alone, with the host's launch latency hidden by a spin "
-             "queued before each timed call. Before every timed call of either side, L2 is "
+             f"queued before each timed call, over at least {MIN_TIMED_MS:.0f} ms per side. Before every timed call of either side, L2 is "
              "scrubbed by a read of twice its size (ours: after its output is poisoned).", "",
              "| family | benchmark | dtype | served by | peer ms | ours ms | ratio | ours TFLOP/s or GB/s (% copy) | ours err | peer err | ours max abs |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -13,7 +13,12 @@
 // shape (on the H100 it cost 3-7% on tf32 4096³/8192³ and some bf16/f16 LLM shapes, see
 // perf/results/). So a plan keeps up to kTuneCandidates of the heuristic's candidates, and
 // its first launch times each one on that call's operands (writing into scratch memory, not
-// the output), keeps the fastest, and says so in gk_op_explain. That first launch waits for
+// the output) from a cold L2, keeps the fastest, and says so in gk_op_explain. Cold, because
+// back-to-back runs on the same operands find them in L2, which favours algorithms that are
+// slower when the operands come from memory (on the H100, f16 1024³ timed warm kept nvjet
+// 192x48, 10.7 µs cold, over cuBLAS's 128x64, 7.9 µs: perf/results/h100/2026-11-25_session7/
+// diagnostics). So each timed run follows a read of twice L2's size (l2_flush.cu), in a buffer
+// that lives only while the candidates are timed. That first launch waits for
 // the GPU once; GPUKIT_CUBLASLT_TUNE=0 turns timing off (the heuristic's first is used), and
 // a launch into a capturing stream never times (it uses the first until an ordinary launch
 // has timed them). Workspace: one 32 MiB buffer per
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "gpukit/gpukit_plugin.h"
+#include "l2_flush.h"
 #include "matmul_host_glue.h"
 
 namespace {
@@ -379,8 +385,8 @@ std::string microseconds(float us) {
 // ordinary launch; blocks the host until the timed runs are done. On any failure the plan
 // keeps the heuristic's first and the note says why.
 void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping& m,
-                     int32_t device, cudaStream_t stream, const void* alpha, const void* beta,
-                     void* workspace, size_t workspace_bytes) {
+                     int32_t device, int ordinal, cudaStream_t stream, const void* alpha,
+                     const void* beta, void* workspace, size_t workspace_bytes) {
   const LtApi& api = s->api;
   plan->timed = true;
   const size_t osz = gk::matmul::dtype_bytes(p.out_dtype);
@@ -393,6 +399,21 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
                  std::to_string(elements * osz) + " bytes)";
     return;
   }
+  // The flush buffer; without it (no memory, or L2 size unknown) the runs are timed warm.
+  int l2_bytes = 0;
+  size_t flush_bytes = 0;
+  void* flush = nullptr;
+  if (cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, ordinal) == cudaSuccess &&
+      l2_bytes > 0) {
+    flush_bytes = 2 * size_t(l2_bytes);
+    if (s->host->alloc(s->host->host_context, device, flush_bytes, stream, &flush) != GK_OK ||
+        cudaMemsetAsync(flush, 0, flush_bytes, stream) != cudaSuccess) {
+      if (flush) s->host->free(s->host->host_context, device, flush, stream);
+      flush = nullptr;
+    }
+  }
+  const char* const warmth =
+      flush ? " from a cold L2" : " with operands warm in L2 (no memory to flush it)";
   const size_t n = plan->candidates.size();
   auto run = [&](Candidate& c) {
     return api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
@@ -414,12 +435,15 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
       for (size_t i = 0; i < n; ++i) {
         if (!usable[i]) continue;
         cudaEvent_t* e = &events[2 * (size_t(round) * n + i)];
+        if (flush) {
+          ok = gk::cublaslt::read_through(flush, flush_bytes, stream) == cudaSuccess && ok;
+        }
         cudaEventRecord(e[0], stream);
         usable[i] = run(plan->candidates[i]);
         cudaEventRecord(e[1], stream);
       }
     }
-    ok = cudaStreamSynchronize(stream) == cudaSuccess;
+    ok = cudaStreamSynchronize(stream) == cudaSuccess && ok;
     for (int round = 0; ok && round < kTuneRounds; ++round) {
       for (size_t i = 0; i < n; ++i) {
         float ms = 0;
@@ -447,19 +471,21 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
   const float first = plan->candidates[0].us;
   if (best != 0 && first >= 0 && plan->candidates[best].us > kTuneMargin * first) best = 0;
   if (!ok) {
-    plan->note = "cuBLASLt: the heuristic's first algorithm (not timed: CUDA events failed)";
+    plan->note = "cuBLASLt: the heuristic's first algorithm (not timed: a CUDA event or the "
+                 "L2 flush failed)";
   } else if (plan->candidates[best].us < 0) {
     plan->note = "cuBLASLt: the heuristic's first algorithm (timing failed for every one)";
   } else {
     plan->chosen = best;
     plan->note = "cuBLASLt: algorithm " + std::to_string(best + 1) + " of " + std::to_string(n) +
                  " in the heuristic's order, " + microseconds(plan->candidates[best].us) +
-                 " per call when timed at the first call" +
+                 " per call when timed at the first call" + warmth +
                  (best == 0 ? std::string(" (no other was 2% faster)")
                             : " (the heuristic's first: " +
                                   (first < 0 ? std::string("failed") : microseconds(first)) + ")");
   }
   s->host->free(s->host->host_context, device, scratch, stream);
+  if (flush) s->host->free(s->host->host_context, device, flush, stream);
 }
 
 // The cached plan for this call, made on first use. Null with *why when refused.
@@ -677,8 +703,8 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
       cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
       if (!plan->timed && cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
           capture == cudaStreamCaptureStatusNone) {
-        time_candidates(s, plan, p, m, args->device, stream, alpha, beta, workspace,
-                        workspace_bytes);
+        time_candidates(s, plan, p, m, args->device, dev.ordinal, stream, alpha, beta,
+                        workspace, workspace_bytes);
       }
       const Candidate& c = plan->candidates[plan->chosen];
       st = s->api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
