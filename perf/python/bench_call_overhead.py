@@ -68,7 +68,9 @@ def raw_call(op, inputs, outs, attrs):
     rt = inputs[0]._rt.ptr
     call = lib.gk_op_call
 
-    def fn(keep=keep):
+    # cffi frees what ffi.new returned once nothing references it, and a pointer stored in
+    # a struct field is no reference: the closure keeps `tensors` and `name` alive.
+    def fn(keep=keep, tensors=tensors, name=name):
         if call(rt, name, args) != 0:
             raise RuntimeError(gpukit._lib.last_error())
     return fn
