@@ -133,6 +133,8 @@ if [[ $STAGE == sanitize || $STAGE == all ]]; then
     for tool in memcheck racecheck; do
       sanitize $tool $tool.log $BUILD/bin/gpu_tests --gtest_filter="$filter"
     done
+    # The cublaslt plugin's own kernel (the L2 flush it times candidates after).
+    sanitize memcheck memcheck_cublaslt.log $BUILD/bin/gpu_tests --gtest_filter='GpuCublasLt.*'
     # The kernel checkers (perf/results/h100/2026-11-22_sanitizers/): racecheck of
     # matmul_sm80's 419 cases takes over 200 s, so that plugin gets memcheck only.
     plugins=$BUILD/lib/gpukit/plugins
