@@ -163,20 +163,27 @@ __global__ void __launch_bounds__(256) softmax_strided_kernel(SoftmaxParams p) {
        row += int64_t{gridDim.x} * blockDim.x) {
     const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
     T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
-    float m = -INFINITY, sum = 0.0f;
+    // One thread walks the whole row, so the sum is sequential: in f32 its rounding grew to
+    // 1e-5 of log(sum) over 3000 elements, which log_softmax's v - m - log(sum) keeps in
+    // full. Summed in f64 (and the log output formed in f64, rounded once), it stays within
+    // an ulp of f32. The row order is fixed, so the result is still bit-for-bit repeatable.
+    float m = -INFINITY;
+    double sum = 0.0;
     for (int64_t i = 0; i < p.k; ++i) {
       const float v = to_f32(x[i * p.axis_x]);
       if (v > m) {
-        sum = (m == -INFINITY ? 0.0f : sum * expf(m - v)) + 1.0f;
+        sum = (m == -INFINITY ? 0.0 : sum * double(expf(m - v))) + 1.0;
         m = v;
       } else if (v != -INFINITY) {
-        sum += element_exp<T>(v - m);  // NaN lands here and poisons the row, as it should
+        sum += double(element_exp<T>(v - m));  // NaN lands here and poisons the row, as it should
       }
     }
-    const float ls = logf(sum), inv = 1.0f / sum;
+    const double ls = log(sum);
+    const float inv = float(1.0 / sum);
     for (int64_t i = 0; i < p.k; ++i) {
       const float v = to_f32(x[i * p.axis_x]);
-      out[i * p.axis_out] = from_f32<T>(p.log ? v - m - ls : element_exp<T>(v - m) * inv);
+      out[i * p.axis_out] = from_f32<T>(p.log ? float(double(v) - double(m) - ls)
+                                              : element_exp<T>(v - m) * inv);
     }
   }
 }
