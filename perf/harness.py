@@ -9,7 +9,8 @@ and the op goes through the C ABI and dispatch (``gpukit.call``), so the plugin 
 serves it is whichever dispatch picks; ``GPUKIT_PLUGINS_DISABLE`` forces another one
 (``--per-plugin`` re-runs the matmul rows once per CUDA matmul plugin, each in a child
 process with the others disabled). The peer is what a user would pick instead: PyTorch
-(cuBLAS for matmul).
+(cuBLAS for matmul). Where the peer takes out= (matmul), it writes into ours' output
+buffers, poisoned before its calls too, so both sides write the same memory.
 
 Method, for every row: fresh random inputs (never zeros); ours' output poisoned with NaN
 before each timed run and checked fully written; CUDA events around each run on the
@@ -69,6 +70,9 @@ class Bench:
     bytes_moved: int = 0                # memory-bound rows
     flops: int = 0                      # matrix rows
     output_index: int = 0               # which of ours' outputs the peer's result matches
+    # The peer takes out=: timed, it writes into ours' output buffers (poisoned first, as
+    # for ours), so both sides write the same memory and differ only in the call.
+    peer_writes_out: bool = False
 
 
 REGISTRY: list[Bench] = []
@@ -109,16 +113,16 @@ def _matmul_row(m, n, k, dtype, attrs):
     tf32 = attrs.get("precision") == "tf32"
     label = {torch.bfloat16: "bf16", torch.float16: "f16"}.get(dtype, "tf32" if tf32 else "f32")
 
-    def peer(x, tf32=tf32):
+    def peer(x, out=None, tf32=tf32):
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        return torch.matmul(x[0], x[1])
+        return torch.matmul(x[0], x[1], out=None if out is None else out[0])
 
     register(Bench("matmul", f"matmul {m}x{n}x{k} {label}", dtype,
                    make=lambda: [rand((m, k), dtype), rand((k, n), dtype)],
                    peer=peer, op="matmul", attrs=dict(attrs),
                    out_like=lambda x: [torch.empty((m, n), device="cuda", dtype=dtype)],
                    reference=lambda x: x[0].double() @ x[1].double(),
-                   flops=2 * m * n * k))
+                   flops=2 * m * n * k, peer_writes_out=True))
 
 
 def register_reductions(quick: bool) -> None:
@@ -304,7 +308,10 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     launch_bound = 0 < b.bytes_moved < LAUNCH_BOUND_BYTES
 
     def peer(i):
-        return b.peer(sets[i % len(sets)])
+        k = i % len(sets)
+        return b.peer(sets[k], outs[k]) if b.peer_writes_out else b.peer(sets[k])
+
+    peer_prepare = poison if b.peer_writes_out else (lambda i: None)
 
     # The sides take turns call by call, so a drift of the host's or the GPU's speed over the
     # row (clocks under power and heat, host hours) slows both alike: timed in separate
@@ -315,12 +322,12 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
     # and it is timed with its host overhead; larger rows are timed on the GPU alone.
     if launch_bound:
         runs *= LAUNCH_BOUND_RUNS_FACTOR
-        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison], runs, hold=False)
+        peer_ms, ours_ms = time_calls([peer, ours], [peer_prepare, poison], runs, hold=False)
     else:
-        estimate_ms = time_calls([peer], [lambda i: None], 5)[0]
+        estimate_ms = time_calls([peer], [peer_prepare], 5)[0]
         runs = min(runs * LAUNCH_BOUND_RUNS_FACTOR,
                    max(runs, math.ceil(MIN_TIMED_MS / max(estimate_ms, 1e-6))))
-        peer_ms, ours_ms = time_calls([peer, ours], [lambda i: None, poison], runs)
+        peer_ms, ours_ms = time_calls([peer, ours], [peer_prepare, poison], runs)
     row = {"family": b.family, "name": b.name, "dtype": str(b.dtype).replace("torch.", ""),
            "op": b.op, "attrs": b.attrs, "peer": "torch.matmul (cuBLAS)" if b.family == "matmul" else "PyTorch",
            "peer_ms": peer_ms, "ours_ms": ours_ms, "runs": runs, "ratio": peer_ms / ours_ms, "ours_error": ours_err, "peer_error": peer_err,
