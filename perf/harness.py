@@ -47,8 +47,8 @@ LAUNCH_BOUND_BYTES = 8 * 2**20
 # ... and timed with this many times the runs of the other rows.
 LAUNCH_BOUND_RUNS_FACTOR = 10
 # Rows timed on the GPU get at least this many milliseconds of timed calls per side (up to
-# LAUNCH_BOUND_RUNS_FACTOR times the runs): 30 samples of an 8 µs matmul read 0.92x and
-# 1.01x in two processes with the same kernels on both sides (2026-11-25_session8/).
+# LAUNCH_BOUND_RUNS_FACTOR times the runs), so a row of a few microseconds rests on hundreds
+# of samples rather than 30.
 MIN_TIMED_MS = 20.0
 # A spin of about 100 µs at H100 clocks queued before each timed call (torch.cuda._sleep):
 # the GPU is still busy with it while the host queues the start event, the call and the end
@@ -236,11 +236,6 @@ def time_calls(fns, prepares, runs: int, warmup: int = 5, hold: bool = True) -> 
     return [statistics.median(t) for t in times]
 
 
-def time_runs(fn, prepare, runs: int) -> float:
-    """time_calls for one function, on the GPU alone."""
-    return time_calls([fn], [prepare], runs)[0]
-
-
 _scrub = {}
 
 
@@ -268,7 +263,7 @@ def copy_bandwidth() -> float:
     """Same-run ceiling: GB/s of a 1 GiB device-to-device copy (bytes read + written)."""
     src = torch.rand(2**28, device="cuda")
     dst = torch.empty_like(src)
-    ms = time_runs(lambda i: dst.copy_(src), lambda i: None, runs=20)
+    ms = time_calls([lambda i: dst.copy_(src)], [lambda i: None], 20)[0]
     return 2 * nbytes(src) / (ms * 1e6)
 
 

@@ -413,7 +413,7 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
     }
   }
   const char* const warmth =
-      flush ? " from a cold L2" : " with operands warm in L2 (no memory to flush it)";
+      flush ? " from a cold L2" : " with operands warm in L2 (no buffer to flush it)";
   const size_t n = plan->candidates.size();
   auto run = [&](Candidate& c) {
     return api.matmul(s->handle, plan->desc, alpha, m.x_ptr, plan->layout[0], m.y_ptr,
