@@ -57,7 +57,15 @@ constexpr size_t kMaxCachedWorkspaces = 16;
 constexpr int kTuneCandidates = 8;
 // Timed runs per candidate, in rounds that take every candidate in turn (so a clock that
 // ramps up during timing favours none), after one warm-up run each; the median counts.
+// First kTuneRounds; then, while the candidates' timed runs stay within kTuneBudgetUs in
+// all, more rounds up to kTuneMaxRounds. Short calls are noisy relative to their length:
+// on the H100, bf16 128×14336×4096's two fastest candidates (44.5 and 44.1 µs over 5
+// rounds) kept either one from process to process, though they are 2-8% apart in situ
+// (perf/results/h100/2026-11-25_session9/). A 45 µs call now gets 22 rounds; an 8192³ call
+// (1.5 ms) keeps 5.
 constexpr int kTuneRounds = 5;
+constexpr int kTuneMaxRounds = 25;
+constexpr float kTuneBudgetUs = 8000.0f;
 // Another candidate replaces the heuristic's first only when at least this much faster:
 // closer than that is timing noise, and the first is what PyTorch would run.
 constexpr float kTuneMargin = 0.98f;
@@ -426,12 +434,13 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
     usable[i] = plan->candidates[i].workspace <= workspace_bytes && run(plan->candidates[i]);
   }
   // events[2 * (round * n + i)] and the next bracket candidate i's run in that round.
-  std::vector<cudaEvent_t> events(2 * kTuneRounds * n, nullptr);
+  std::vector<cudaEvent_t> events(2 * kTuneMaxRounds * n, nullptr);
   bool ok = true;
   for (cudaEvent_t& e : events) ok = ok && cudaEventCreate(&e) == cudaSuccess;
   std::vector<std::vector<float>> times(n);
-  if (ok) {
-    for (int round = 0; round < kTuneRounds; ++round) {
+  // Runs rounds [first, last) and appends their times; false on any failure.
+  auto time_rounds = [&](int first, int last) {
+    for (int round = first; round < last; ++round) {
       for (size_t i = 0; i < n; ++i) {
         if (!usable[i]) continue;
         cudaEvent_t* e = &events[2 * (size_t(round) * n + i)];
@@ -444,7 +453,7 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
       }
     }
     ok = cudaStreamSynchronize(stream) == cudaSuccess && ok;
-    for (int round = 0; ok && round < kTuneRounds; ++round) {
+    for (int round = first; ok && round < last; ++round) {
       for (size_t i = 0; i < n; ++i) {
         float ms = 0;
         const cudaEvent_t* e = &events[2 * (size_t(round) * n + i)];
@@ -453,15 +462,35 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
         }
       }
     }
+  };
+  auto median = [](std::vector<float> t) {
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  };
+  int rounds = 0;
+  if (ok) {
+    time_rounds(0, kTuneRounds);
+    rounds = kTuneRounds;
+  }
+  // One round of every candidate, from the first rounds' medians.
+  float round_us = 0;
+  for (size_t i = 0; ok && i < n; ++i) {
+    if (usable[i] && times[i].size() == size_t(rounds)) round_us += median(times[i]);
+  }
+  if (ok && round_us > 0) {
+    const int more = std::min(kTuneMaxRounds, int(kTuneBudgetUs / round_us)) - rounds;
+    if (more > 0) {
+      time_rounds(rounds, rounds + more);
+      rounds += more;
+    }
   }
   for (cudaEvent_t e : events) {
     if (e) cudaEventDestroy(e);
   }
   for (size_t i = 0; i < n; ++i) {
-    std::vector<float>& t = times[i];
-    if (!usable[i] || t.size() != size_t(kTuneRounds)) continue;
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    plan->candidates[i].us = t[t.size() / 2];
+    if (usable[i] && rounds > 0 && times[i].size() == size_t(rounds)) {
+      plan->candidates[i].us = median(times[i]);
+    }
   }
   size_t best = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -479,7 +508,8 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
     plan->chosen = best;
     plan->note = "cuBLASLt: algorithm " + std::to_string(best + 1) + " of " + std::to_string(n) +
                  " in the heuristic's order, " + microseconds(plan->candidates[best].us) +
-                 " per call when timed at the first call" + warmth +
+                 " per call (median of " + std::to_string(rounds) +
+                 " runs) when timed at the first call" + warmth +
                  (best == 0 ? std::string(" (no other was 2% faster)")
                             : " (the heuristic's first: " +
                                   (first < 0 ? std::string("failed") : microseconds(first)) + ")");
