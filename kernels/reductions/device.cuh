@@ -167,6 +167,25 @@ __device__ __forceinline__ float nan_min(float a, float b) {
 }
 
 // ---------------------------------------------------------------------------------
+// Programmatic dependent launch (SM 90+). A split reduction's finalize kernel is launched
+// as a dependent of the partials kernel: it is scheduled while that kernel's last wave
+// still runs (every partials block allows it at its start), so its launch latency is
+// hidden, and it waits until the partials kernel has finished and its writes are
+// visible before reading them. Both are no-ops below SM 90 and, for the wait, when the
+// launch did not ask for it.
+// ---------------------------------------------------------------------------------
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------
 // Fixed-order trees. The xor butterfly combines the same pairs in every lane, so all
 // lanes hold bit-identical results; the block tree then reads the per-warp values
 // in warp order. Neither depends on timing, so results repeat bit for bit.

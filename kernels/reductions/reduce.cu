@@ -21,6 +21,7 @@
 //
 // Determinism: the chunking, the per-thread order and both trees depend only on the
 // shape, never on timing or the device; no atomics are used.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -161,6 +162,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p)
   constexpr int kV = kMode == kRowVector ? Vec16<T>::kN : 1;
   constexpr int kGroups = kReduceThreads / kTpr;
   __shared__ Acc scratch[kReduceThreads / 32];
+  allow_dependent_launch();
   const T* x = static_cast<const T*>(p.x);
   const int t = threadIdx.x % kTpr;
   const int group = threadIdx.x / kTpr;
@@ -239,6 +241,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
   using Acc = typename R::Acc;
   constexpr int kV = kVector ? Vec16<T>::kN : 1;
   __shared__ Acc scratch[kColY][kColX * kV];
+  allow_dependent_launch();
   const T* x = static_cast<const T*>(p.x);
   const int tx = threadIdx.x % kColX;
   const int ty = threadIdx.x / kColX;
@@ -312,6 +315,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowPara
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t{gridDim.x} * (kReduceThreads / 32);
   const Acc* partials = static_cast<const Acc*>(p.partials);
+  wait_for_prior_grid();
   for (int64_t o = int64_t{blockIdx.x} * (kReduceThreads / 32) + threadIdx.x / 32; o < p.m;
        o += warps) {
     Acc acc = R::identity();
@@ -322,6 +326,47 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowPara
 }
 
 // ---- host side ---------------------------------------------------------------------
+
+// Whether `kernel`, as loaded for the current device, waits for its prior grid: the device
+// is SM 90+ and the code was compiled for it (a build with only SM 80 PTX, JIT-compiled on
+// a Hopper, has no wait, so it must not be launched early). Cached per device.
+template <typename Kernel>
+bool waits_for_prior_grid(Kernel kernel) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int8_t> known[kMaxDevices];  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
+  int8_t k = known[dev].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int major = 0;
+    cudaFuncAttributes a{};
+    const bool yes =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        major >= 9 && cudaFuncGetAttributes(&a, kernel) == cudaSuccess && a.ptxVersion >= 90;
+    k = yes ? 1 : 2;
+    known[dev].store(k, std::memory_order_relaxed);
+  }
+  return k == 1;
+}
+
+// Launches the finalize pass after the partials kernel just queued on `stream`, as its
+// programmatic dependent where the device allows (see allow_dependent_launch).
+template <typename T, ReduceOp kOp>
+cudaError_t launch_finalize(const RowParams& rp, unsigned grid, cudaStream_t stream) {
+  auto kernel = reduce_finalize_kernel<T, kOp>;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kReduceThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (waits_for_prior_grid(kernel)) {
+    cfg.attrs = &early;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, rp);
+}
 
 size_t acc_size(ReduceOp op) {
   return (op == ReduceOp::argmax || op == ReduceOp::argmin) ? sizeof(ArgAcc) : sizeof(float);
@@ -534,9 +579,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || plan.chunks == 1) return err;
-  reduce_finalize_kernel<T, kOp>
-      <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(rp);
-  return cudaGetLastError();
+  return launch_finalize<T, kOp>(rp, grid_for(ceil_div(plan.m, kReduceThreads / 32)), stream);
 }
 
 template <typename T>
