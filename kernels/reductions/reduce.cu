@@ -10,8 +10,9 @@
 //       acc = combine(acc, x[base + i + lane*V .. +V])   // fixed per-thread order
 //     acc = fixed xor-butterfly over the warp, then warps in order
 //     chunks == 1 ? out[row] = finalize(acc) : partials[row][chunk] = acc
-//   FINALIZE (chunks > 1): one warp per row combines partials[row][0..chunks) in a
-//   fixed lane-strided order and a butterfly.
+//   FINALIZE (chunks > 1): one warp per row (a block where chunks > 128) combines
+//   partials[row][0..chunks) in a fixed thread-strided order and the fixed trees; a
+//   programmatic dependent launch on SM 90+, so its launch overlaps the partials kernel.
 // COL, the innermost x dim is kept (reduce over outer axes):
 //   block (32 × 8): x → V adjacent output columns per thread (16-byte loads across
 //   the warp), y → every 8th reduced index; grid = (column tiles × outer kept,
@@ -37,6 +38,7 @@ using tuning::kMinChunk;
 using tuning::kReduceThreads;
 using tuning::kRowSplitChunks;
 using tuning::kTargetBlocks;
+using tuning::kWarpFinalizeMax;
 using tuning::kWarpRowMax;
 
 struct ArgAcc {
@@ -307,21 +309,35 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
   }
 }
 
-// One warp per output; with chunks == 0 it writes the empty-reduction value.
-template <typename T, ReduceOp kOp>
+// kTpr threads per output: a warp, or the whole block where a row has many partials (a
+// sum over all elements has ~1600, which one warp read 50 deep, one load after another).
+// Each thread combines partials t, t + kTpr, ... in order, then the fixed trees. With
+// chunks == 0 it writes the empty-reduction value.
+template <typename T, ReduceOp kOp, int kTpr>
 __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowParams p) {
   using R = Red<kOp>;
   using Acc = typename R::Acc;
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t{gridDim.x} * (kReduceThreads / 32);
+  constexpr int kGroups = kReduceThreads / kTpr;
+  __shared__ Acc scratch[kReduceThreads / 32];
+  const int t = threadIdx.x % kTpr;
   const Acc* partials = static_cast<const Acc*>(p.partials);
   wait_for_prior_grid();
-  for (int64_t o = int64_t{blockIdx.x} * (kReduceThreads / 32) + threadIdx.x / 32; o < p.m;
-       o += warps) {
+  for (int64_t base = int64_t{blockIdx.x} * kGroups; base < p.m;
+       base += int64_t{gridDim.x} * kGroups) {
+    const int64_t o = base + threadIdx.x / kTpr;
     Acc acc = R::identity();
-    for (int64_t c = lane; c < p.chunks; c += 32) acc = R::combine(acc, partials[o * p.chunks + c]);
+    if (o < p.m) {
+      for (int64_t c = t; c < p.chunks; c += kTpr) acc = R::combine(acc, partials[o * p.chunks + c]);
+    }
     acc = R::warp_reduce(acc);
-    if (lane == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);
+    if constexpr (kTpr > 32) {
+      __syncthreads();
+      if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = acc;
+      __syncthreads();
+      acc = scratch[0];
+      for (int w = 1; w < kTpr / 32; ++w) acc = R::combine(acc, scratch[w]);
+    }
+    if (o < p.m && t == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);
   }
 }
 
@@ -352,10 +368,14 @@ bool waits_for_prior_grid(Kernel kernel) {
 // Launches the finalize pass after the partials kernel just queued on `stream`, as its
 // programmatic dependent where the device allows (see allow_dependent_launch).
 template <typename T, ReduceOp kOp>
-cudaError_t launch_finalize(const RowParams& rp, unsigned grid, cudaStream_t stream) {
-  auto kernel = reduce_finalize_kernel<T, kOp>;
+cudaError_t launch_finalize(const RowParams& rp, cudaStream_t stream) {
+  const bool block_per_row = rp.chunks > kWarpFinalizeMax;
+  auto kernel = block_per_row ? reduce_finalize_kernel<T, kOp, kReduceThreads>
+                              : reduce_finalize_kernel<T, kOp, 32>;
+  const int64_t rows_per_block = block_per_row ? 1 : kReduceThreads / 32;
+  const int64_t blocks = ceil_div(rp.m, rows_per_block);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20)));
   cfg.blockDim = dim3(kReduceThreads);
   cfg.stream = stream;
   cudaLaunchAttribute early{};
@@ -524,7 +544,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
 
   if (plan.k == 0) {  // empty reduction: sum 0, prod 1, mean NaN
     rp.chunks = 0;
-    reduce_finalize_kernel<T, kOp>
+    reduce_finalize_kernel<T, kOp, 32>
         <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(rp);
     return cudaGetLastError();
   }
@@ -579,7 +599,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || plan.chunks == 1) return err;
-  return launch_finalize<T, kOp>(rp, grid_for(ceil_div(plan.m, kReduceThreads / 32)), stream);
+  return launch_finalize<T, kOp>(rp, stream);
 }
 
 template <typename T>

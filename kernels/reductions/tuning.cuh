@@ -42,8 +42,11 @@ inline constexpr int kRowSplitChunks = 1584;
 // A split never makes chunks smaller than this many elements (2 tiles of 256×16B
 // vectors for f32), so each block streams long enough to hide its start-up.
 inline constexpr long long kMinChunk = 8192;
-// At most this many partials per output; the finalize pass reads them with one warp.
+// At most this many partials per output.
 inline constexpr int kMaxPartials = 2048;
+// The finalize pass reads a row's partials with one warp up to this many, else with a
+// block of kReduceThreads (so no thread reads more than 8 in sequence).
+inline constexpr int kWarpFinalizeMax = 128;
 
 // Softmax and norms: rows longer than the largest register-cached configuration
 // (32768 elements) go to the two-pass chunked path with chunks of this many elements.
