@@ -36,7 +36,8 @@ namespace {
 using tuning::kMaxPartials;
 using tuning::kMinChunk;
 using tuning::kReduceThreads;
-using tuning::kRowSplitChunks;
+using tuning::kRowSplitBlocks;
+using tuning::kSplitRowsBelow;
 using tuning::kTargetBlocks;
 using tuning::kWarpFinalizeMax;
 using tuning::kWarpRowMax;
@@ -310,7 +311,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
 }
 
 // kTpr threads per output: a warp, or the whole block where a row has many partials (a
-// sum over all elements has ~1600, which one warp read 50 deep, one load after another).
+// sum over all elements has up to 4752, which one warp would read 149 deep).
 // Each thread combines partials t, t + kTpr, ... in order, then the fixed trees. With
 // chunks == 0 it writes the empty-reduction value.
 template <typename T, ReduceOp kOp, int kTpr>
@@ -507,8 +508,8 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
   plan->vector = plan->kind == Plan::kRow && plan->k % v == 0 && aligned16(x.data) &&
                  all_aligned(plan->kept_x, nk);
   int64_t chunks = 1;
-  if (plan->tpr == kReduceThreads && plan->m < kRowSplitChunks) {
-    chunks = ceil_div(kRowSplitChunks, plan->m);
+  if (plan->tpr == kReduceThreads && plan->m < kSplitRowsBelow) {
+    chunks = ceil_div(kRowSplitBlocks, plan->m);
     const int64_t max_by_len = ceil_div(plan->k, kMinChunk);
     if (chunks > max_by_len) chunks = max_by_len;
     if (chunks > kMaxPartials) chunks = kMaxPartials;

@@ -32,20 +32,28 @@ inline constexpr int kWarpRowMax = 1024;
 // value is a constant, not read from the device, so the split (and so the result bits)
 // depends only on the shape.
 inline constexpr int kTargetBlocks = 528;
-// Chunks of a split row reduction (sum over all elements, or over a few long rows): a
-// multiple of both 4 × 132 (f32: 4 blocks of 256 per SM) and 3 × 132 (16-bit:
-// reduce_row_kernel bf16 uses 76 registers, so 3 blocks per SM), so every wave on an
-// H100 is full. With 528 chunks a bf16 split ran as 396 blocks and then a tail of 132 at
-// one block per SM: sum all bf16 [64 Mi] read 82% of copy (perf/results/h100/
-// 2026-11-25_reductions/). Constant, as above: the split depends only on the shape.
-inline constexpr int kRowSplitChunks = 1584;
+// Split row reductions (a sum over all elements, or over fewer than kSplitRowsBelow long
+// rows): each row is cut into chunks so that rows × chunks ≈ kRowSplitBlocks. Both are
+// multiples of 4 × 132 (f32: 4 blocks of 256 per SM) and 3 × 132 (16-bit:
+// reduce_row_kernel bf16 uses 76 registers, so 3 blocks per SM), so every wave on an H100
+// is full. With 528 chunks a bf16 split ran as 396 blocks and then a tail of 132 at one
+// block per SM: sum all bf16 [64 Mi] read 82% of copy (perf/results/h100/
+// 2026-11-25_reductions/). Finer chunks shorten the last wave's tail; for sum all bf16
+// [64 Mi] / f32 [256 Mi] against torch in one process (perf/results/h100/
+// 2026-11-25_session9/reduce_split/): 1584 blocks 0.995 / 0.998×, 3168 1.012 / 1.004×,
+// 4752 1.032–1.039 / 1.007×, 6336 0.887 / 1.012× (bf16 chunks of 11 Ki elements: under
+// two 8 Ki-element steps per block). Constants, as above: the split depends only on the
+// shape.
+inline constexpr int kSplitRowsBelow = 1584;
+inline constexpr int kRowSplitBlocks = 4752;
 // A split never makes chunks smaller than this many elements (2 tiles of 256×16B
 // vectors for f32), so each block streams long enough to hide its start-up.
 inline constexpr long long kMinChunk = 8192;
 // At most this many partials per output.
-inline constexpr int kMaxPartials = 2048;
+inline constexpr int kMaxPartials = 8192;
 // The finalize pass reads a row's partials with one warp up to this many, else with a
-// block of kReduceThreads (so no thread reads more than 8 in sequence).
+// block of kReduceThreads (a sum over all elements then reads at most 19 per thread in
+// sequence, where one warp read 149).
 inline constexpr int kWarpFinalizeMax = 128;
 
 // Softmax and norms: rows longer than the largest register-cached configuration
