@@ -45,6 +45,26 @@ def test_calls_are_still_checked_by_the_library():
     np.testing.assert_array_equal((g + g).to_numpy(), a + a)
 
 
+def test_a_call_while_the_threads_structures_are_in_use_makes_its_own():
+    # As when a finalizer runs an op in the middle of another call on the same thread.
+    a = np.arange(4, dtype=np.float32)
+    g, h = gpukit.asarray(a, device="cpu"), gpukit.asarray(a * 10, device="cpu")
+    out = gpukit.empty((4,), np.float32, device="cpu")
+    gpukit.add(g, g, out=out)  # the thread's structures exist
+    s = _array._tls.scratch
+    held = [s.tensors[i] for i in range(3)]
+    s.busy = True
+    try:
+        np.testing.assert_array_equal(gpukit.add(g, h, out=out).to_numpy(), a * 11)
+        np.testing.assert_array_equal((g * h).to_numpy(), a * a * 10)
+        assert [s.tensors[i] for i in range(3)] == held  # untouched by the nested calls
+        assert _array._tls.scratch is s and s.busy
+    finally:
+        s.busy = False
+    np.testing.assert_array_equal((g + h).to_numpy(), a * 11)
+    assert not s.busy
+
+
 def test_calls_from_several_threads_are_correct():
     import threading
 

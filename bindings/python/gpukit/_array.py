@@ -267,11 +267,11 @@ def _attrs_key(attrs: dict):
 class _Scratch:
     """Per-thread C structures reused by _call: a tensor array, an array for the outputs
     gk_op_call_alloc creates, and the gk_op_args over them for each (inputs, outputs,
-    attributes) combination seen, attributes encoded once. Taken from the thread's slot
-    for the duration of one call (a re-entrant call on the same thread makes its own), so
-    no two calls ever share one."""
+    attributes) combination seen, attributes encoded once. `busy` while a call uses it: a
+    re-entrant call on the same thread (a finalizer run mid-call) makes its own, so no two
+    calls ever share one."""
 
-    __slots__ = ("tensors", "outs", "args")
+    __slots__ = ("tensors", "outs", "args", "busy")
     SIZE = 16  # tensor pointers (inputs + outputs) held; larger calls allocate their own
     MAX_ARGS = 256  # cached gk_op_args; past that the cache starts again
 
@@ -282,6 +282,7 @@ class _Scratch:
         # num_outputs is 0 for gk_op_call_alloc. A gk_op_args here is never written after
         # it is made (a call with a stream sets and resets args.stream, within the call).
         self.args = {}
+        self.busy = False
 
     def args_for(self, n: int, num_outputs: int, attrs, key):
         """The gk_op_args for n inputs and num_outputs outputs in self.tensors (outputs
@@ -302,15 +303,20 @@ class _Scratch:
         return args, keep
 
 
-_tls = threading.local()
+class _ThreadScratch(threading.local):
+    scratch = None  # a class default: reading it costs no getattr fallback
+
+
+_tls = _ThreadScratch()
 
 
 def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
     """Runs op `name` once: gk_op_call_alloc creates the outputs, or gk_op_call writes `out`.
     With no `stream`, the current stream (a task's, see gpukit.task) when it is on the
     inputs' device, else the device's default stream."""
+    # Every call of every op passes here, so it is written for the interpreter: locals,
+    # plain loops, one C call (see perf/python/bench_call_overhead.py).
     x0 = inputs[0]
-    rt = x0._rt
     if stream is None:
         stream = _current_stream_get()
         if stream is not None and stream.device is not x0._device:
@@ -321,63 +327,63 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
         outs = out if type(out) is list else \
             list(out) if isinstance(out, (list, tuple)) else [out]
         num_outputs = len(outs)
-        k = n + num_outputs
         call_outputs = num_outputs
     else:
-        k = n
         call_outputs = 0
+    k = n + call_outputs
     key = _attrs_key(attrs) if attrs else None
-    s = getattr(_tls, "scratch", None)
+    s = _tls.scratch
     if s is None:
+        s = _tls.scratch = _Scratch()
+    elif s.busy:
         s = _Scratch()
+    if k > _Scratch.SIZE:
+        # Larger than the scratch array: structures of its own, for this call only.
+        args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
     else:
-        _tls.scratch = None
-    args = None
+        tensors = s.tensors
+        cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs else None
+        args, keep = cached if cached is not None else s.args_for(n, call_outputs, attrs, key)
+    i = 0
+    for x in inputs:
+        tensors[i] = x._t
+        i += 1
+    s.busy = True
     try:
-        if k > _Scratch.SIZE:
-            # Larger than the scratch array: structures of its own, for this call only.
-            args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
-        else:
-            tensors = s.tensors
-            cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs \
-                else None
-            args, keep = cached if cached is not None else s.args_for(n, call_outputs, attrs,
-                                                                     key)
-        for i, x in enumerate(inputs):
-            tensors[i] = x._t
         if stream is not None:  # else args.stream stays NULL
             args.stream = stream.ptr
         if out is None:
             created = s.outs if num_outputs <= _Scratch.SIZE else \
                 _newp(_T_GK_TENSOR_ARRAY, num_outputs)
-            status = lib.gk_op_call_alloc(rt._ptr, name.encode(), args, num_outputs, created,
-                                          _NULL)
+            status = lib.gk_op_call_alloc(x0._rt._ptr, name.encode(), args, num_outputs,
+                                          created, _NULL)
             if status != 0:
                 check(status)
             device = x0._device
             if num_outputs == 1:
                 # GPUArray._wrap(rt, created[0], stream, device, lazy=True), inlined.
                 result = _new_object(GPUArray)
-                result._rt = rt
+                result._rt = x0._rt
                 result._t = created[0]
                 result._device = device
                 result._stream = stream
             else:
-                result = tuple([GPUArray._wrap(rt, created[i], stream, device, lazy=True)
+                result = tuple([GPUArray._wrap(x0._rt, created[i], stream, device, lazy=True)
                                 for i in range(num_outputs)])
         else:
-            for i, o in enumerate(outs, n):
+            for o in outs:
                 tensors[i] = o._t
-            status = lib.gk_op_call(rt._ptr, name.encode(), args)
+                i += 1
+            status = lib.gk_op_call(x0._rt._ptr, name.encode(), args)
             if status != 0:
                 check(status)
             for o in outs:
                 o._stream = stream
             result = outs[0] if num_outputs == 1 else tuple(outs)
     finally:
-        if stream is not None and args is not None:
+        if stream is not None:
             args.stream = _NULL
-        _tls.scratch = s
+        s.busy = False
     return result
 
 
