@@ -141,6 +141,9 @@ if [[ $STAGE == sanitize || $STAGE == all ]]; then
     if [ -x $BUILD/bin/reductions_check ]; then
       sanitize memcheck memcheck_reductions.log $BUILD/bin/reductions_check --no-perf
       sanitize racecheck racecheck_reductions.log $BUILD/bin/reductions_check --no-perf
+      # The split reductions' finalize waits on its prior grid (griddepcontrol) and syncs
+      # its block: synccheck checks those barriers.
+      sanitize synccheck synccheck_reductions.log $BUILD/bin/reductions_check --no-perf
     fi
     if [ -x $BUILD/bin/matmul_check ]; then
       sanitize memcheck memcheck_matmul_sm90.log $BUILD/bin/matmul_check --no-bench \
