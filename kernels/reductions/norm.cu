@@ -7,15 +7,14 @@
 //   for row in grid-stride(rows):                 // bf16 H=4096: 128 threads, 1 row
 //     xv[kE/V] = 16-byte loads of x[row]          // kept as T: bf16 kE 32 = 16 regs
 //     add_*: rv = loads of residual[row]; xv = T(xv + rv); sum[row] = xv
-//     layernorm: (n, mean, M2) of this thread's xv  // f32, converted per use
-//       → group merge (Chan): row mean, var = M2/H  // one reduction, not two
-//     rmsnorm: ms = group sum(xv²)/H              // from registers, no re-read
+//     layernorm: mean = group sum(xv)/H           // f32, converted per use
+//     var (or ms) = group sum((xv-mean)²)/H       // from registers, no re-read
 //     for u: w, b = 16-byte loads; out[u] = (xv[u]-mean)/sqrt(var+eps)·w + b
 //   Registers capped by __launch_bounds__ min-blocks (ptxas -v, sm_90a, no spills):
 //   bf16/f16 kE 32 ≤ 64 regs → 8 blocks of 128 per SM, 64 KB of x in flight (was
 //   114 regs, 4 blocks, 32 KB); f32 kE 32: 76 regs → 6 blocks, 96 KB (was 127, 4,
 //   64 KB); add_* bf16 kE 32: 88 regs → 5 blocks (the f32-slot kernel: 116, 4). Per
-//   row: 2 barriers per group reduction (one each for rms and layernorm), none at H ≤ 1024 (warp
+//   row: 2 barriers per group_reduce (rms 2, layernorm 4), none at H ≤ 1024 (warp
 //   shuffles only).
 //   SLOTS AS F32 (scalar layout, or add_* f32 rows over 16384): v[kE] = x[row]
 //     (+ residual[row], rounded to T and written to sum[row]); the same passes over v.
@@ -180,7 +179,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
   constexpr int kU = kE / kV;
   static_assert(kE % kV == 0, "kE must hold whole vectors");
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[3 * 32];  // group_moments: 3 per warp
+  __shared__ float scratch[32];
   const int t = threadIdx.x % kTpr;
   const int64_t k = p.k;
   const float inv_k = 1.0f / static_cast<float>(k);
@@ -217,39 +216,29 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
         }
       }
     }
-    // sq: Σ(v − mean)² over the row (mean 0 for rms). This thread's moments first (its
-    // mean, then its M2, both from registers), then one group reduction.
-    float s = 0.0f, n = 0.0f;
+    float mean = 0.0f, sq = 0.0f;
     if (!p.rms) {
+      float s = 0.0f;
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if ((int64_t{u} * kTpr + t) * kV < k) {
-          n += static_cast<float>(kV);
 #pragma unroll
           for (int e = 0; e < kV; ++e) s += elem_f32(xv[u], e);
         }
       }
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
     }
-    const float local_mean = n > 0.0f ? s / n : 0.0f;
-    float sq = 0.0f;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if ((int64_t{u} * kTpr + t) * kV < k) {
 #pragma unroll
         for (int e = 0; e < kV; ++e) {
-          const float d = elem_f32(xv[u], e) - local_mean;
+          const float d = elem_f32(xv[u], e) - mean;
           sq += d * d;
         }
       }
     }
-    float mean = 0.0f;
-    if (p.rms) {
-      sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
-    } else {
-      const rows::Moments row_m = rows::group_moments<kTpr>({n, local_mean, sq}, scratch);
-      mean = row_m.mean;
-      sq = row_m.m2;
-    }
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
     const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
     T* out = static_cast<T*>(p.out) + row_offset(p, row, 1);
 #pragma unroll
@@ -276,7 +265,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
 template <typename T, int kTpr, int kE, bool kVec, bool kRes>
 __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(NormParams p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[3 * 32];  // group_moments: 3 per warp
+  __shared__ float scratch[32];
   const int t = threadIdx.x % kTpr;
   const float inv_k = 1.0f / static_cast<float>(p.k);
   for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
@@ -285,32 +274,19 @@ __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(Norm
     if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
     float v[kE];
     load_input<T, kTpr, kE, kVec, kRes>(p, row, 0, p.k, t, v);
-    // As in norm_packed_kernel: this thread's moments, then one group reduction.
-    float s = 0.0f, n = 0.0f;
+    float mean = 0.0f, sq = 0.0f;
     if (!p.rms) {
+      float s = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kE; ++i) {
-        if (rows::slot_index<T, kTpr, kVec>(i, t) < p.k) {
-          s += v[i];
-          n += 1.0f;
-        }
-      }
+      for (int i = 0; i < kE; ++i) s += v[i];
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
     }
-    const float local_mean = n > 0.0f ? s / n : 0.0f;
-    float sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < kE; ++i) {
-      const float d = v[i] - local_mean;
+      const float d = v[i] - mean;
       if (rows::slot_index<T, kTpr, kVec>(i, t) < p.k) sq += d * d;
     }
-    float mean = 0.0f;
-    if (p.rms) {
-      sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
-    } else {
-      const rows::Moments row_m = rows::group_moments<kTpr>({n, local_mean, sq}, scratch);
-      mean = row_m.mean;
-      sq = row_m.m2;
-    }
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
     const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
     write_output<T, kTpr, kE, kVec>(p, row, 0, p.k, t, mean, inv, v);
   }

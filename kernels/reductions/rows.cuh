@@ -120,51 +120,6 @@ __device__ __forceinline__ float group_reduce(float v, F combine, float* scratch
   }
 }
 
-// Count, mean and sum of squared deviations (M2) of a set of values. Merged pairwise
-// (Chan, Golub and LeVeque), they give layernorm's mean and variance in one reduction,
-// as stable as a pass for the mean followed by one for Σ(x − mean)², which needed two.
-struct Moments {
-  float n, mean, m2;
-};
-
-__device__ __forceinline__ Moments merge_moments(const Moments& a, const Moments& b) {
-  if (b.n == 0.0f) return a;
-  if (a.n == 0.0f) return b;
-  const float n = a.n + b.n;
-  const float d = b.mean - a.mean;
-  const float f = b.n / n;
-  return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
-}
-
-// Row-group all-reduce of moments. Each butterfly step merges (lower lane, upper lane) in
-// that order in both lanes (the merge is not symmetric in rounding), so all lanes hold
-// the same bits; warps are then merged in order. `scratch` holds 3 floats per warp.
-template <int kTpr>
-__device__ __forceinline__ Moments group_moments(Moments v, float* scratch) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const Moments o{__shfl_xor_sync(0xffffffffu, v.n, off),
-                    __shfl_xor_sync(0xffffffffu, v.mean, off),
-                    __shfl_xor_sync(0xffffffffu, v.m2, off)};
-    v = (lane & off) ? merge_moments(o, v) : merge_moments(v, o);
-  }
-  if constexpr (kTpr > 32) {  // the group is the block
-    const int warp = threadIdx.x / 32;
-    __syncthreads();
-    if (lane == 0) {
-      scratch[3 * warp] = v.n;
-      scratch[3 * warp + 1] = v.mean;
-      scratch[3 * warp + 2] = v.m2;
-    }
-    __syncthreads();
-    v = {scratch[0], scratch[1], scratch[2]};
-    for (int w = 1; w < kTpr / 32; ++w)
-      v = merge_moments(v, {scratch[3 * w], scratch[3 * w + 1], scratch[3 * w + 2]});
-  }
-  return v;
-}
-
 // Outer (non-row) dims of up to 4 operands that share the row's logical shape.
 struct RowOperands {
   Dims outer;                   // innermost first
