@@ -61,8 +61,8 @@ constexpr int kTuneCandidates = 8;
 // all, more rounds up to kTuneMaxRounds. Short calls are noisy relative to their length:
 // on the H100, bf16 128×14336×4096's two fastest candidates (44.5 and 44.1 µs over 5
 // rounds) kept either one from process to process, though they are 2-8% apart in situ
-// (perf/results/h100/2026-11-25_session9/). A 45 µs call now gets 22 rounds; an 8192³ call
-// (1.5 ms) keeps 5.
+// (perf/results/h100/2026-11-25_session9/). There a 44 µs call got 21 rounds and 4096³
+// (180 µs) kept 5.
 constexpr int kTuneRounds = 5;
 constexpr int kTuneMaxRounds = 25;
 constexpr float kTuneBudgetUs = 8000.0f;
