@@ -114,6 +114,22 @@ struct Red {
   }
 };
 
+// Combines acc over a group of kTpr threads (a warp, or the whole block): the fixed
+// butterfly, then the warps in order. Every thread of the group gets the result.
+template <typename R, int kTpr>
+__device__ __forceinline__ typename R::Acc group_combine(typename R::Acc acc,
+                                                         typename R::Acc* scratch) {
+  acc = R::warp_reduce(acc);
+  if constexpr (kTpr > 32) {
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = acc;
+    __syncthreads();
+    acc = scratch[0];
+    for (int w = 1; w < kTpr / 32; ++w) acc = R::combine(acc, scratch[w]);
+  }
+  return acc;
+}
+
 struct Plan {
   enum Kind { kRow, kCol, kGeneric } kind = kRow;
   bool vector = false;
@@ -217,14 +233,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p)
         }
       }
     }
-    acc = R::warp_reduce(acc);
-    if constexpr (kTpr > 32) {
-      __syncthreads();
-      if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = acc;
-      __syncthreads();
-      acc = scratch[0];
-      for (int w = 1; w < kTpr / 32; ++w) acc = R::combine(acc, scratch[w]);
-    }
+    acc = group_combine<R, kTpr>(acc, scratch);
     if (item < items && t == 0) {
       if (p.chunks == 1) {
         R::template write<T>(p.out, offset_of(row, p.kept, p.kept_out), acc, p.k);
@@ -330,14 +339,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowPara
     if (o < p.m) {
       for (int64_t c = t; c < p.chunks; c += kTpr) acc = R::combine(acc, partials[o * p.chunks + c]);
     }
-    acc = R::warp_reduce(acc);
-    if constexpr (kTpr > 32) {
-      __syncthreads();
-      if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = acc;
-      __syncthreads();
-      acc = scratch[0];
-      for (int w = 1; w < kTpr / 32; ++w) acc = R::combine(acc, scratch[w]);
-    }
+    acc = group_combine<R, kTpr>(acc, scratch);
     if (o < p.m && t == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);
   }
 }
