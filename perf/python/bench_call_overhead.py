@@ -1,6 +1,7 @@
 """Host overhead of one gpukit.call on the cpu device, split into Python and C.
 
     python3 perf/python/bench_call_overhead.py [--json OUT.json] [--batch N] [--repeats N]
+                                               [--cold]
 
 Each op runs on tiny inputs ([1, 8]) whose kernel costs next to nothing, with inputs,
 outputs and attributes prepared once, as perf/harness.py does (`out=` and `attrs=` given):
@@ -12,6 +13,9 @@ what is left is the per-call cost of the binding and of the C dispatch behind it
   python   call - capi: the binding's own share
 
 Per-call numbers are medians over `repeats` batches of `batch` calls (perf_counter_ns).
+With --cold, each call is timed alone right after a pass over 32 MiB that evicts the CPU
+caches, as a call after a wait for the GPU finds them (perf/harness.py's launch-bound rows
+synchronize before each call); the median of `repeats` × 10 such calls.
 Library: $GPUKIT_LIBRARY, else the checkout's build tree (see bindings/python/gpukit/_lib.py).
 """
 from __future__ import annotations
@@ -76,11 +80,29 @@ def raw_call(op, inputs, outs, attrs):
     return fn
 
 
+_EVICT = np.ones(32 * 1024 * 1024 // 8)
+
+
+def cold_call_ns(fn, samples: int) -> float:
+    """Median ns of fn() called alone after a pass that evicts the CPU caches."""
+    import statistics
+    import time
+    times = []
+    for _ in range(samples):
+        _EVICT.sum()
+        t0 = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=31)
+    ap.add_argument("--cold", action="store_true",
+                    help="time each call alone after evicting the CPU caches")
     a = ap.parse_args()
 
     rows = []
@@ -94,8 +116,12 @@ def main() -> int:
         ours()  # fails here, not inside the timing, if the call is refused
         raw = raw_call(op, inputs, outs, attrs)
         raw()
-        call_ns = per_call_ns(ours, a.batch, a.repeats)["median_ns"]
-        capi_ns = per_call_ns(raw, a.batch, a.repeats)["median_ns"]
+        if a.cold:
+            call_ns = cold_call_ns(ours, a.repeats * 10)
+            capi_ns = cold_call_ns(raw, a.repeats * 10)
+        else:
+            call_ns = per_call_ns(ours, a.batch, a.repeats)["median_ns"]
+            capi_ns = per_call_ns(raw, a.batch, a.repeats)["median_ns"]
         rows.append({"case": label, "op": op, "attrs": attrs, "call_ns": call_ns,
                      "capi_ns": capi_ns, "python_ns": call_ns - capi_ns})
         print(f"{label:<22} {call_ns / 1e3:8.2f} {capi_ns / 1e3:8.2f} "
@@ -104,7 +130,8 @@ def main() -> int:
         with open(a.json, "w") as f:
             json.dump({"machine": platform.processor() or platform.machine(),
                        "python": platform.python_version(), "library": gpukit.LIBRARY_PATH,
-                       "batch": a.batch, "repeats": a.repeats, "rows": rows}, f, indent=2)
+                       "batch": a.batch, "repeats": a.repeats, "cold": a.cold, "rows": rows},
+                      f, indent=2)
     return 0
 
 

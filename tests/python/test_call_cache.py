@@ -45,24 +45,26 @@ def test_calls_are_still_checked_by_the_library():
     np.testing.assert_array_equal((g + g).to_numpy(), a + a)
 
 
-def test_a_call_while_the_threads_structures_are_in_use_makes_its_own():
+def test_a_call_while_every_pooled_structure_is_in_use_makes_its_own():
     # As when a finalizer runs an op in the middle of another call on the same thread.
     a = np.arange(4, dtype=np.float32)
     g, h = gpukit.asarray(a, device="cpu"), gpukit.asarray(a * 10, device="cpu")
     out = gpukit.empty((4,), np.float32, device="cpu")
-    gpukit.add(g, g, out=out)  # the thread's structures exist
-    s = _array._tls.scratch
-    held = [s.tensors[i] for i in range(3)]
-    s.busy = True
+    gpukit.add(g, g, out=out)  # the pool holds at least one
+    held = list(_array._scratch_pool)
+    _array._scratch_pool.clear()  # all taken, as by calls in progress
+    snapshot = [[s.tensors[i] for i in range(3)] for s in held]
     try:
         np.testing.assert_array_equal(gpukit.add(g, h, out=out).to_numpy(), a * 11)
         np.testing.assert_array_equal((g * h).to_numpy(), a * a * 10)
-        assert [s.tensors[i] for i in range(3)] == held  # untouched by the nested calls
-        assert _array._tls.scratch is s and s.busy
+        assert [[s.tensors[i] for i in range(3)] for s in held] == snapshot  # untouched
+        assert len(_array._scratch_pool) == 1  # the one made for the nested calls, returned
+        with pytest.raises(AttributeError):
+            gpukit.call("add", [g, object()])  # a failed call returns its structures too
+        assert len(_array._scratch_pool) == 1
     finally:
-        s.busy = False
+        _array._scratch_pool.extend(held)
     np.testing.assert_array_equal((g + h).to_numpy(), a * 11)
-    assert not s.busy
 
 
 def test_calls_from_several_threads_are_correct():

@@ -7,7 +7,7 @@ QoS classes (gpukit.task), over the C ABI (cffi, ABI mode).
 from __future__ import annotations
 
 from . import errors
-from ._array import (DLDeviceType, GPUArray, _call, absolute, add, arange, asarray, bfloat16,
+from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfloat16, call,
                      divide, empty, from_dlpack, from_numpy, full, matmul, max, mean, min,
                      multiply, negative, ones, softmax, subtract, sum, zeros)
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
@@ -18,15 +18,6 @@ from ._units import parse_memory
 from .errors import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
-
-
-def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int = 1,
-         stream=None):
-    """Runs op `op` (docs/ops.md) once through the C ABI: the generic form behind every
-    named function. `attrs` maps attribute names to values; `out` (an array or a list)
-    receives the outputs, which are allocated when it is None."""
-    return _call(op, inputs if type(inputs) is list else list(inputs), attrs, out, num_outputs,
-                 stream)
 
 
 def library_version() -> str:

@@ -10,13 +10,12 @@ import builtins as _b
 import enum
 import math
 import numbers
-import threading
 
 import numpy as np
 
 from . import _capsule
 from ._lib import check, ffi, lib
-from ._runtime import Device, Runtime, Stream, _current_stream, runtime as _runtime
+from ._runtime import Device, Runtime, Stream, _current_stream, _open_task_streams, runtime as _runtime
 
 try:  # bfloat16 as a NumPy dtype, when available
     import ml_dtypes as _ml_dtypes
@@ -265,13 +264,13 @@ def _attrs_key(attrs: dict):
 
 
 class _Scratch:
-    """Per-thread C structures reused by _call: a tensor array, an array for the outputs
+    """C structures reused by call: a tensor array, an array for the outputs
     gk_op_call_alloc creates, and the gk_op_args over them for each (inputs, outputs,
-    attributes) combination seen, attributes encoded once. `busy` while a call uses it: a
-    re-entrant call on the same thread (a finalizer run mid-call) makes its own, so no two
-    calls ever share one."""
+    attributes) combination seen, attributes encoded once. A call takes one from
+    _scratch_pool and puts it back after, so no two calls (in two threads, or a call and a
+    finalizer run in the middle of it) ever share one."""
 
-    __slots__ = ("tensors", "outs", "args", "busy")
+    __slots__ = ("tensors", "outs", "args")
     SIZE = 16  # tensor pointers (inputs + outputs) held; larger calls allocate their own
     MAX_ARGS = 256  # cached gk_op_args; past that the cache starts again
 
@@ -282,7 +281,6 @@ class _Scratch:
         # num_outputs is 0 for gk_op_call_alloc. A gk_op_args here is never written after
         # it is made (a call with a stream sets and resets args.stream, within the call).
         self.args = {}
-        self.busy = False
 
     def args_for(self, n: int, num_outputs: int, attrs, key):
         """The gk_op_args for n inputs and num_outputs outputs in self.tensors (outputs
@@ -303,21 +301,27 @@ class _Scratch:
         return args, keep
 
 
-class _ThreadScratch(threading.local):
-    scratch = None  # a class default: reading it costs no getattr fallback
+# Idle _Scratch objects. A plain list, not a thread-local: list.pop and list.append are
+# atomic, and on a cold path (the first call after a wait) a thread-local read cost about
+# 1.5 µs against 0.3 µs for the list (perf/python/bench_call_overhead.py --cold). It holds
+# as many as calls ever ran at once.
+_scratch_pool = [_Scratch()]
 
 
-_tls = _ThreadScratch()
-
-
-def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=None):
-    """Runs op `name` once: gk_op_call_alloc creates the outputs, or gk_op_call writes `out`.
+def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int = 1,
+         stream=None):
+    """Runs op `op` (docs/ops.md) once through the C ABI: the generic form behind every
+    named function (gpukit.call). `inputs` is a list or tuple of arrays (any iterable is
+    taken); `attrs` maps attribute names to values; `out` (an array or a list) receives the
+    outputs, which are created (gk_op_call_alloc) when it is None, `num_outputs` of them.
     With no `stream`, the current stream (a task's, see gpukit.task) when it is on the
     inputs' device, else the device's default stream."""
     # Every call of every op passes here, so it is written for the interpreter: locals,
     # plain loops, one C call (see perf/python/bench_call_overhead.py).
+    if type(inputs) is not list and type(inputs) is not tuple:
+        inputs = list(inputs)
     x0 = inputs[0]
-    if stream is None:
+    if stream is None and _open_task_streams[0]:
         stream = _current_stream_get()
         if stream is not None and stream.device is not x0._device:
             stream = None  # a task's stream serves the task's device only
@@ -332,30 +336,31 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
         call_outputs = 0
     k = n + call_outputs
     key = _attrs_key(attrs) if attrs else None
-    s = _tls.scratch
-    if s is None:
-        s = _tls.scratch = _Scratch()
-    elif s.busy:
-        s = _Scratch()
-    if k > _Scratch.SIZE:
-        # Larger than the scratch array: structures of its own, for this call only.
-        args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
-    else:
-        tensors = s.tensors
-        cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs else None
-        args, keep = cached if cached is not None else s.args_for(n, call_outputs, attrs, key)
-    i = 0
-    for x in inputs:
-        tensors[i] = x._t
-        i += 1
-    s.busy = True
     try:
+        s = _scratch_pool.pop()
+    except IndexError:  # every one is in use
+        s = _Scratch()
+    args = None
+    try:
+        if k > _Scratch.SIZE:
+            # Larger than the scratch array: structures of its own, for this call only.
+            args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
+        else:
+            tensors = s.tensors
+            cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs \
+                else None
+            args, keep = cached if cached is not None else \
+                s.args_for(n, call_outputs, attrs, key)
+        i = 0
+        for x in inputs:
+            tensors[i] = x._t
+            i += 1
         if stream is not None:  # else args.stream stays NULL
             args.stream = stream.ptr
         if out is None:
             created = s.outs if num_outputs <= _Scratch.SIZE else \
                 _newp(_T_GK_TENSOR_ARRAY, num_outputs)
-            status = lib.gk_op_call_alloc(x0._rt._ptr, name.encode(), args, num_outputs,
+            status = lib.gk_op_call_alloc(x0._rt._ptr, op.encode(), args, num_outputs,
                                           created, _NULL)
             if status != 0:
                 check(status)
@@ -374,16 +379,16 @@ def _call(name: str, inputs, attrs=None, out=None, num_outputs: int = 1, stream=
             for o in outs:
                 tensors[i] = o._t
                 i += 1
-            status = lib.gk_op_call(x0._rt._ptr, name.encode(), args)
+            status = lib.gk_op_call(x0._rt._ptr, op.encode(), args)
             if status != 0:
                 check(status)
             for o in outs:
                 o._stream = stream
             result = outs[0] if num_outputs == 1 else tuple(outs)
     finally:
-        if stream is not None:
+        if stream is not None and args is not None:
             args.stream = _NULL
-        s.busy = False
+        _scratch_pool.append(s)
     return result
 
 
@@ -612,7 +617,7 @@ class GPUArray:
         """A contiguous copy: op "cast" to the same dtype where cast serves the dtype
         (f32 f64 f16 bf16 i32 i64); otherwise through the host (i8 i16 u8 bool)."""
         if self._gk_dtype in _CASTABLE:
-            return _call("cast", [self], {"dtype": _GK_NAMES[self._gk_dtype]})
+            return call("cast", [self], {"dtype": _GK_NAMES[self._gk_dtype]})
         host = self._host_strided()
         return _from_host(host, self._device, self._gk_dtype)
 
@@ -635,7 +640,7 @@ class GPUArray:
         if target == self._gk_dtype and not copy:
             return self
         if self._gk_dtype in _CASTABLE and target in _CASTABLE:
-            return _call("cast", [self], {"dtype": _GK_NAMES[target]})
+            return call("cast", [self], {"dtype": _GK_NAMES[target]})
         host = self._host_strided().astype(_np_dtype(target))
         return _from_host(host, self._device, target)
 
@@ -735,7 +740,7 @@ class GPUArray:
             a, b = _coerce_pair(self, other, true_divide=(op == "div"))
         if reflected:
             a, b = b, a
-        return _call(op, [a, b], None, out)
+        return call(op, [a, b], None, out)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", True)
@@ -747,13 +752,13 @@ class GPUArray:
     def __rtruediv__(self, o): return self._binary(o, "div", True)
 
     def __neg__(self):
-        return _call("neg", [self])
+        return call("neg", [self])
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _call("abs", [self])
+        return call("abs", [self])
 
     def __matmul__(self, other):
         return matmul(self, other)
@@ -766,7 +771,7 @@ class GPUArray:
         attrs = {"keepdims": int(bool(keepdims))}
         if axis is not None:
             attrs["axes"] = [axis] if isinstance(axis, numbers.Integral) else list(axis)
-        return _call(op, [self], attrs)
+        return call(op, [self], attrs)
 
     def sum(self, axis=None, keepdims=False):
         return self._reduce("sum", axis, keepdims)
@@ -782,7 +787,7 @@ class GPUArray:
         return self._reduce("min", axis, keepdims)
 
     def softmax(self, axis=-1):
-        return _call("softmax", [self], {"axis": int(axis)})
+        return call("softmax", [self], {"axis": int(axis)})
 
     # -- DLPack ------------------------------------------------------------------------------
     def __dlpack_device__(self):
@@ -1116,11 +1121,11 @@ def divide(a, b, out=None):
 
 
 def negative(x, out=None):
-    return _call("neg", [_as(x)], out=out)
+    return call("neg", [_as(x)], out=out)
 
 
 def absolute(x, out=None):
-    return _call("abs", [_as(x)], out=out)
+    return call("abs", [_as(x)], out=out)
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
@@ -1157,7 +1162,7 @@ def matmul(a, b, out=None):
         a = a.reshape(1, a.shape[0])
     if squeeze_b:
         b = b.reshape(b.shape[0], 1)
-    r = _call("matmul", [a, b], out=out)
+    r = call("matmul", [a, b], out=out)
     if squeeze_a or squeeze_b:
         shape = list(r.shape)
         if squeeze_b:

@@ -14,7 +14,7 @@ import time
 
 from . import errors
 from ._lib import check, ffi, lib, take_string
-from ._runtime import Device, Runtime, Stream, _current_stream, device_of
+from ._runtime import Device, Runtime, Stream, _enter_task_stream, _exit_task_stream, device_of
 from ._runtime import runtime as _default_runtime
 from ._units import parse_memory, sm_amount
 
@@ -267,11 +267,11 @@ class Task:
                 check(lib.gk_stream_wait_event(stream.ptr, event[0]))
             finally:
                 lib.gk_event_destroy(event[0])
-        self._token = _current_stream.set(stream)
+        self._token = _enter_task_stream(stream)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        _current_stream.reset(self._token)
+        _exit_task_stream(self._token)
         self._token = None
         if exc is None:
             try:
