@@ -267,6 +267,20 @@ def test_ops_inside_the_block_run_on_the_task_stream_and_are_charged_to_it(dev):
     assert t.info()["ops_launched"] == 3
 
 
+def test_a_context_copied_inside_the_block_sees_no_task_stream_once_no_block_is_open(dev):
+    import contextvars
+    x = gpukit.full((4,), 1.0, np.float32, device=dev)
+    with gpukit.task("copied", qos="burstable", memory="1MiB", device=dev) as t:
+        inside = contextvars.copy_context()  # as an asyncio task started in the block
+        assert inside.run(gpukit.current_stream) is t.stream
+        inside.run(lambda: x + x)
+        assert t.info()["ops_launched"] == 1
+    # The task is over: that context's ops go to the default stream like every other's.
+    assert inside.run(gpukit.current_stream) is None
+    inside.run(lambda: x + x)
+    assert t.info()["ops_launched"] == 1
+
+
 def test_an_explicit_task_stream_charges_without_the_block(dev):
     x = gpukit.full((128,), 1.0, np.float32, device=dev)
     t = gpukit.task("explicit", qos="best_effort", device=dev)

@@ -18,7 +18,9 @@ __all__ = ["Runtime", "Device", "Stream", "Event", "runtime", "devices", "defaul
 _current_stream = contextvars.ContextVar("gpukit_current_stream", default=None)
 # How many such blocks are open, in any thread or context. While none is, the op call path
 # skips reading the ContextVar: on a cold path (the first call after a wait) that read
-# cost about 0.7 µs (perf/python/bench_call_overhead.py --cold).
+# cost about 0.7 µs (perf/python/bench_call_overhead.py --cold). So a context copied inside
+# a block (an asyncio task started there) that outlives it sees None once no block is
+# open, as every other context does: its task is over.
 _open_task_streams = [0]
 _open_task_streams_lock = threading.Lock()
 
