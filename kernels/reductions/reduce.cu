@@ -337,7 +337,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowPara
     const int64_t o = base + threadIdx.x / kTpr;
     Acc acc = R::identity();
     if (o < p.m) {
-      for (int64_t c = t; c < p.chunks; c += kTpr) acc = R::combine(acc, partials[o * p.chunks + c]);
+      const Acc* row = partials + o * p.chunks;
+      for (int64_t c = t; c < p.chunks; c += kTpr) acc = R::combine(acc, row[c]);
     }
     acc = group_combine<R, kTpr>(acc, scratch);
     if (o < p.m && t == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);

@@ -438,7 +438,7 @@ void time_candidates(State* s, Plan* plan, const MatmulProblem& p, const Mapping
   bool ok = true;
   for (cudaEvent_t& e : events) ok = ok && cudaEventCreate(&e) == cudaSuccess;
   std::vector<std::vector<float>> times(n);
-  // Runs rounds [first, last) and appends their times; false on any failure.
+  // Runs rounds [first, last) and appends their times; clears `ok` on any failure.
   auto time_rounds = [&](int first, int last) {
     for (int round = first; round < last; ++round) {
       for (size_t i = 0; i < n; ++i) {

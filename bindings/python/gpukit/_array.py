@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _capsule
 from ._lib import check, ffi, lib
-from ._runtime import Device, Runtime, Stream, _current_stream, _open_task_streams, runtime as _runtime
+from ._runtime import (Device, Runtime, Stream, _current_stream, _open_task_streams,
+                       runtime as _runtime)
 
 try:  # bfloat16 as a NumPy dtype, when available
     import ml_dtypes as _ml_dtypes
@@ -321,7 +322,7 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     if type(inputs) is not list and type(inputs) is not tuple:
         inputs = list(inputs)
     x0 = inputs[0]
-    if stream is None and _open_task_streams[0]:
+    if stream is None and _open_task_streams[0]:  # gpukit.current_stream(), inlined
         stream = _current_stream_get()
         if stream is not None and stream.device is not x0._device:
             stream = None  # a task's stream serves the task's device only
