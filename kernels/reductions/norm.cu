@@ -14,7 +14,7 @@
 //   bf16/f16 kE 32 ≤ 64 regs → 8 blocks of 128 per SM, 64 KB of x in flight (was
 //   114 regs, 4 blocks, 32 KB); f32 kE 32: 76 regs → 6 blocks, 96 KB (was 127, 4,
 //   64 KB); add_* bf16 kE 32: 88 regs → 5 blocks (the f32-slot kernel: 116, 4). Per
-//   row: 2 barriers per group_reduce (rms 2, layernorm 4), none at H ≤ 1024 (warp
+//   row: 1 barrier per group_reduce (rms 1, layernorm 2), none at H ≤ 1024 (warp
 //   shuffles only).
 //   SLOTS AS F32 (scalar layout, or add_* f32 rows over 16384): v[kE] = x[row]
 //     (+ residual[row], rounded to T and written to sum[row]); the same passes over v.
@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
   constexpr int kU = kE / kV;
   static_assert(kE % kV == 0, "kE must hold whole vectors");
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][32];
+  BlockReducer block(scratch);
   const int t = threadIdx.x % kTpr;
   const int64_t k = p.k;
   const float inv_k = 1.0f / static_cast<float>(k);
@@ -226,7 +227,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
           for (int e = 0; e < kV; ++e) s += elem_f32(xv[u], e);
         }
       }
-      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, block) * inv_k;
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
         }
       }
     }
-    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, block);
     const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
     T* out = static_cast<T*>(p.out) + row_offset(p, row, 1);
 #pragma unroll
@@ -265,7 +266,8 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kT
 template <typename T, int kTpr, int kE, bool kVec, bool kRes>
 __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(NormParams p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][32];
+  BlockReducer block(scratch);
   const int t = threadIdx.x % kTpr;
   const float inv_k = 1.0f / static_cast<float>(p.k);
   for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
@@ -279,14 +281,14 @@ __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(Norm
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < kE; ++i) s += v[i];
-      mean = rows::group_reduce<kTpr>(s, AddOp{}, scratch) * inv_k;
+      mean = rows::group_reduce<kTpr>(s, AddOp{}, block) * inv_k;
     }
 #pragma unroll
     for (int i = 0; i < kE; ++i) {
       const float d = v[i] - mean;
       if (rows::slot_index<T, kTpr, kVec>(i, t) < p.k) sq += d * d;
     }
-    sq = rows::group_reduce<kTpr>(sq, AddOp{}, scratch);
+    sq = rows::group_reduce<kTpr>(sq, AddOp{}, block);
     const float inv = 1.0f / sqrtf(sq * inv_k + p.eps);
     write_output<T, kTpr, kE, kVec>(p, row, 0, p.k, t, mean, inv, v);
   }
@@ -294,7 +296,8 @@ __global__ void __launch_bounds__(block_threads<kTpr>()) norm_cached_kernel(Norm
 
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kChunkTpr) norm_chunk_stats_kernel(NormParams p) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][32];
+  BlockReducer block(scratch);
   const int t = threadIdx.x;
   for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
     const int64_t row = item / p.chunks;
@@ -308,14 +311,14 @@ __global__ void __launch_bounds__(kChunkTpr) norm_chunk_stats_kernel(NormParams 
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < kChunkE; ++i) s += v[i];
-      mean = block_all_reduce(s, AddOp{}, scratch) / static_cast<float>(len);
+      mean = block.all_reduce(s, AddOp{}) / static_cast<float>(len);
     }
 #pragma unroll
     for (int i = 0; i < kChunkE; ++i) {
       const float d = v[i] - mean;
       if (rows::slot_index<T, kChunkTpr, kVec>(i, t) < len) sq += d * d;
     }
-    sq = block_all_reduce(sq, AddOp{}, scratch);
+    sq = block.all_reduce(sq, AddOp{});
     if (t == 0) {
       float* part = static_cast<float*>(p.partials) + item * 3;
       part[0] = static_cast<float>(len);

@@ -112,11 +112,11 @@ __device__ __forceinline__ void store_row(T* row, int64_t k64, int t, const floa
 
 // Row-group all-reduce: a warp butterfly, then (kTpr > 32) warps in order.
 template <int kTpr, typename F>
-__device__ __forceinline__ float group_reduce(float v, F combine, float* scratch) {
+__device__ __forceinline__ float group_reduce(float v, F combine, BlockReducer& block) {
   if constexpr (kTpr == 32) {
     return warp_all_reduce(v, combine);
   } else {
-    return block_all_reduce(v, combine, scratch);
+    return block.all_reduce(v, combine);
   }
 }
 

@@ -64,7 +64,8 @@ template <typename T, int kTpr, int kE, bool kVec>
 __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr>())
     softmax_cached_kernel(SoftmaxParams p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][32];
+  BlockReducer block(scratch);
   const int t = threadIdx.x % kTpr;
   for (int64_t row0 = int64_t{blockIdx.x} * kGroups; row0 < p.rows;
        row0 += int64_t{gridDim.x} * kGroups) {
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr
     float m = v[0];
 #pragma unroll
     for (int s = 1; s < kE; ++s) m = nan_max(m, v[s]);
-    m = rows::group_reduce<kTpr>(m, MaxOp{}, scratch);
+    m = rows::group_reduce<kTpr>(m, MaxOp{}, block);
     // Slots past the row hold -inf, so they add exp(-inf) = 0 without a bounds check,
     // except when m is -inf, +inf or NaN: then a real slot is NaN and so is the sum.
     float sum = 0.0f;
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr
       sum += e;
       if (!p.log) v[s] = e;
     }
-    sum = rows::group_reduce<kTpr>(sum, AddOp{}, scratch);
+    sum = rows::group_reduce<kTpr>(sum, AddOp{}, block);
     if (p.log) {
       const float ls = logf(sum);
 #pragma unroll
@@ -105,7 +106,8 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr
 // (m, s) of one chunk into partials[(row * chunks + c) * 2].
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kChunkTpr) softmax_chunk_stats_kernel(SoftmaxParams p) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][32];
+  BlockReducer block(scratch);
   const int t = threadIdx.x;
   for (int64_t item = blockIdx.x; item < p.rows * p.chunks; item += gridDim.x) {
     const int64_t row = item / p.chunks;
@@ -118,12 +120,12 @@ __global__ void __launch_bounds__(kChunkTpr) softmax_chunk_stats_kernel(SoftmaxP
     float m = v[0];
 #pragma unroll
     for (int s = 1; s < kChunkE; ++s) m = nan_max(m, v[s]);
-    m = block_all_reduce(m, MaxOp{}, scratch);
+    m = block.all_reduce(m, MaxOp{});
     float sum = 0.0f;
 #pragma unroll
     for (int s = 0; s < kChunkE; ++s)
       if (rows::slot_index<T, kChunkTpr, kVec>(s, t) < len) sum += element_exp<T>(v[s] - m);
-    sum = block_all_reduce(sum, AddOp{}, scratch);
+    sum = block.all_reduce(sum, AddOp{});
     if (t == 0) {
       float* part = static_cast<float*>(p.partials) + item * 2;
       part[0] = m;
