@@ -47,6 +47,20 @@ ifneq ($(SKIP_DEPS),1)
 	  $$sudo apt-get update; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
+	@# Python.h for gpukit._compiled_call (bindings/python/CMakeLists.txt): a Debian
+	@# interpreter (or a venv of one) needs python3.X-dev; others (pyenv, conda) ship theirs.
+	@if command -v $(PYTHON) >/dev/null && ! $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then \
+	  exe="$$(readlink -f "$$($(PYTHON) -c 'import sys; print(sys.executable)')")"; \
+	  pkg="python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev"; \
+	  if dpkg -S "$$exe" >/dev/null 2>&1; then \
+	    echo "make: installing Debian package: $$pkg (Python headers for $$exe)"; \
+	    sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	    $$sudo apt-get update; \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "$$pkg"; \
+	  else \
+	    echo "make: no Python.h for $$exe: gpukit._compiled_call is not built (gpukit.call runs its Python implementation)"; \
+	  fi; \
+	fi
 	@missing=""; \
 	for spec in $(PIP_PACKAGES); do \
 	  $(PYTHON) -c "import $${spec%%:*}" >/dev/null 2>&1 || missing="$$missing $${spec##*:}"; \
@@ -61,8 +75,9 @@ endif
 # ---------------------------------------------------------------------------------------
 # Main build (CUDA plugins when nvcc is found: GPUKIT_CUDA=AUTO).
 # ---------------------------------------------------------------------------------------
+# Python3_EXECUTABLE: gpukit._compiled_call is built for the interpreter the tests run.
 configure: deps
-	cmake -G Ninja -S . -B $(BUILD_DIR) $(CMAKE_ARGS)
+	cmake -G Ninja -S . -B $(BUILD_DIR) -DPython3_EXECUTABLE="$$(command -v $(PYTHON))" $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -80,12 +95,16 @@ demo: build
 ctest: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# pytest exits 5 when it collects no tests: that is not a failure here.
+# pytest exits 5 when it collects no tests: that is not a failure here. Where the build made
+# gpukit._compiled_call, GPUKIT_EXPECT_COMPILED_CALL=1 makes a test fail if gpukit.call is not
+# that one (a failed self-check would otherwise fall back to Python unnoticed).
 pytest: build
 	@if [ -d tests/python ]; then \
 	  echo "==> pytest tests/python"; \
+	  expect=0; [ ! -f "$(BUILD_DIR)/lib/gpukit/python/_compiled_call.abi3.so" ] || expect=1; \
 	  rc=0; GPUKIT_LIBRARY="$(CURDIR)/$(BUILD_DIR)/lib/libgpukit.so" \
-	    GPUKIT_INCLUDE_DIR="$(CURDIR)/abi/include" $(PYTHON) -m pytest -q tests/python || rc=$$?; \
+	    GPUKIT_INCLUDE_DIR="$(CURDIR)/abi/include" GPUKIT_EXPECT_COMPILED_CALL=$$expect \
+	    $(PYTHON) -m pytest -q tests/python || rc=$$?; \
 	  if [ "$$rc" -ne 0 ] && [ "$$rc" -ne 5 ]; then exit "$$rc"; fi; \
 	else \
 	  echo "==> pytest: no tests/python yet, skipped"; \

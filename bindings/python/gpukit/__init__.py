@@ -10,6 +10,7 @@ from . import errors
 from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfloat16, call,
                      divide, empty, from_dlpack, from_numpy, full, matmul, max, mean, min,
                      multiply, negative, ones, softmax, subtract, sum, zeros)
+from ._call_path import ACTIVE as CALL_PATH  # "compiled" or "python": which gpukit.call
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
 from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_device, devices,
                        explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)
@@ -37,5 +38,5 @@ __all__ = [
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing",
-    "LIBRARY_PATH", "HEADER_PATHS",
+    "LIBRARY_PATH", "HEADER_PATHS", "CALL_PATH",
 ] + list(errors.__all__)

@@ -393,6 +393,12 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     return result
 
 
+# The Python implementation. gpukit.call (and `call` below) is the compiled one where
+# gpukit._compiled_call loads (see the end of this file), which runs this one for every
+# case it does not serve.
+_call_python = call
+
+
 class GPUArray:
     """An n-dimensional array on one GPUkit device (cpu or CUDA), over a gk_tensor."""
 
@@ -1173,3 +1179,9 @@ def matmul(a, b, out=None):
         r = r.reshape(tuple(shape))
     return r
 
+
+# gpukit.call: the compiled implementation when it is built and passes its self-check, else
+# _call_python (_call_path.py, docs/python.md). Every op above calls through this name.
+from . import _call_path  # noqa: E402
+
+call = _call_path.choose(_call_python, GPUArray)
