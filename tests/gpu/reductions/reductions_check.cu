@@ -534,11 +534,16 @@ static void check_softmax() {
 }
 
 // ---- norms ------------------------------------------------------------------------
+// `first` (when not NaN) replaces every row's first element (rows contiguous): an outlier
+// there is the worst case for the 16-bit kernels' variance, shifted by that element.
 static void check_norm_case(DType t, int64_t rows, int64_t h, bool rms, bool add, bool has_w, bool has_b,
-                            bool transposed, const char* label) {
+                            bool transposed, const char* label, double first = NAN) {
   const int64_t n = rows * h;
   Buf x(t, n), r(t, add ? n : 1), w(t, h), b(t, h), out(t, n), sum(t, add ? n : 1);
   fill_normal(x, 3.0, 2.0);  // offset mean exercises the two-pass variance
+  if (!std::isnan(first)) {
+    for (int64_t i = 0; i < rows; ++i) x.v[i * h] = first;
+  }
   if (add) fill_normal(r, -1.0, 1.0);
   fill_normal(w, 1.0, 0.3);
   fill_normal(b, 0.0, 0.5);
@@ -597,6 +602,8 @@ static void check_norm() {
       check_norm_case(t, 2, 262144, rms, add, true, !rms, false, "[2,262144] chunked");
       check_norm_case(t, 300, 100, rms, add, true, !rms, true, "[300,100] transposed");
       check_norm_case(t, 5, 10, rms, add, false, false, false, "[5,10] no affine");
+      check_norm_case(t, 64, 4096, rms, add, true, !rms, false, "[64,4096] first 2000", 2000.0);
+      check_norm_case(t, 16, 32768, rms, add, true, !rms, false, "[16,32768] first -3000", -3000.0);
     }
   }
 }
