@@ -1,21 +1,29 @@
 """Host overhead of one gpukit.call on the cpu device, split into Python and C.
 
     python3 perf/python/bench_call_overhead.py [--json OUT.json] [--batch N] [--repeats N]
-                                               [--cold]
+                                               [--cold [--blocked]]
 
 Each op runs on tiny inputs ([1, 8]) whose kernel costs next to nothing, with inputs,
 outputs and attributes prepared once, as perf/harness.py does (`out=` and `attrs=` given):
-what is left is the per-call cost of the binding and of the C dispatch behind it. Rows:
+what is left is the per-call cost of the binding and of the C dispatch behind it. The last
+case gives no `out` (gk_op_call_alloc creates it; the output is dropped, so released, in
+the timed call). Columns:
 
-  call     gpukit.call(op, inputs, attrs=attrs, out=outs)   (what the harness times)
-  capi     lib.gk_op_call(runtime, name, args) through cffi with a gk_op_args built once:
-           the C path plus cffi's own call cost, no binding code
-  python   call - capi: the binding's own share
+  compiled  gpukit.call's compiled implementation, gpukit._compiled_call.call (— when it is
+            not in use: not built, or GPUKIT_PURE_PYTHON=1)
+  python    its Python implementation, gpukit._array._call_python
+  capi      lib.gk_op_call(runtime, name, args) through cffi with a gk_op_args built once:
+            the C path plus cffi's own call cost, no binding code (for the created-output
+            case: gk_op_call_alloc, then gk_tensor_release of the output)
+  share     compiled - capi and python - capi: each binding's own share
 
-Per-call numbers are medians over `repeats` batches of `batch` calls (perf_counter_ns).
-With --cold, each call is timed alone right after a pass over 32 MiB that evicts the CPU
-caches, as a call after a wait for the GPU finds them (perf/harness.py's launch-bound rows
-synchronize before each call); the median of `repeats` × 10 such calls.
+The three run in the same process, alternating: batch by batch, or call by call with
+--cold. Per-call numbers are medians over `repeats` batches of `batch` calls
+(perf_counter_ns; the JSON also has each minimum). With --cold, each call is timed alone
+right after a pass over 32 MiB that evicts the CPU caches, as a call after a wait for the
+GPU finds them (perf/harness.py's launch-bound rows synchronize before each call); the
+median of `repeats` × 10 such calls; --blocked takes each column's calls one after another
+(lower numbers: see cold_call_ns).
 Library: $GPUKIT_LIBRARY, else the checkout's build tree (see bindings/python/gpukit/_lib.py).
 """
 from __future__ import annotations
@@ -24,15 +32,16 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
 
 import numpy as np  # noqa: E402
 
 import gpukit  # noqa: E402
-from gpukit import ffi, lib  # noqa: E402
-from bench_dlpack import per_call_ns  # noqa: E402  (the same batching as the DLPack bench)
+from gpukit import _array, _call_path, ffi, lib  # noqa: E402
 
 
 def cases():
@@ -49,20 +58,24 @@ def cases():
         ("softmax [1,8] f32", "softmax", [x], [arr(1, 8)], {}),
         ("layernorm [1,8] f32", "layernorm", [x, w, b], [arr(1, 8)], {"eps": 1e-5}),
         ("rmsnorm [1,8] f32", "rmsnorm", [x, w], [arr(1, 8)], {"eps": 1e-6}),
+        ("add [1,8] f32, out=None", "add", [x, y], None, {}),
     ]
 
 
 def raw_call(op, inputs, outs, attrs):
-    """A no-Python-work gk_op_call: every C structure built once, up front."""
+    """A no-Python-work gk_op_call (gk_op_call_alloc + release when `outs` is None): every
+    C structure built once, up front."""
     from gpukit._array import _attrs
 
-    tensors = ffi.new("gk_tensor*[]", len(inputs) + len(outs))
-    for i, t in enumerate(list(inputs) + list(outs)):
+    given = list(outs) if outs is not None else []
+    tensors = ffi.new("gk_tensor*[]", len(inputs) + len(given))
+    for i, t in enumerate(list(inputs) + given):
         tensors[i] = t._t
     args = ffi.new("gk_op_args*")
     args.struct_size = ffi.sizeof("gk_op_args")
     args.inputs, args.num_inputs = tensors, len(inputs)
-    args.outputs, args.num_outputs = tensors + len(inputs), len(outs)
+    if given:
+        args.outputs, args.num_outputs = tensors + len(inputs), len(given)
     keep = None
     if attrs:
         arr, count, keep = _attrs(attrs)
@@ -77,23 +90,59 @@ def raw_call(op, inputs, outs, attrs):
     def fn(keep=keep, tensors=tensors, name=name):
         if call(rt, name, args) != 0:
             raise RuntimeError(gpukit._lib.last_error())
-    return fn
+
+    if outs is not None:
+        return fn
+    call_alloc, release, created = lib.gk_op_call_alloc, lib.gk_tensor_release, \
+        ffi.new("gk_tensor*[]", 1)
+
+    def fn_alloc(keep=keep, tensors=tensors, name=name):
+        if call_alloc(rt, name, args, 1, created, ffi.NULL) != 0:
+            raise RuntimeError(gpukit._lib.last_error())
+        release(created[0])
+    return fn_alloc
 
 
 _EVICT = np.ones(32 * 1024 * 1024 // 8)
 
 
-def cold_call_ns(fn, samples: int) -> float:
-    """Median ns of fn() called alone after a pass that evicts the CPU caches."""
-    import statistics
-    import time
-    times = []
-    for _ in range(samples):
-        _EVICT.sum()
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times)
+def cold_call_ns(fns, samples: int, blocked: bool = False) -> list:
+    """For each of `fns`, the median ns of one call made alone after a pass that evicts the
+    CPU caches; the functions take turns, call by call, in a new random order each round
+    (the pass does not reset branch predictors, so the call before can matter: in a fixed
+    rotation the function after the capi call read ~1 µs slower, whichever it was). With
+    `blocked`, each function's calls come one after another instead, as this benchmark
+    took them before it had a compiled column: then the predictors stay trained for the
+    one function, and every column reads lower."""
+    import random
+    order = random.Random(0)
+    rounds = [[i] * samples for i in range(len(fns))] if blocked else \
+        [order.sample(range(len(fns)), len(fns)) for _ in range(samples)]
+    times = [[] for _ in fns]
+    for round_ in rounds:
+        for i in round_:
+            _EVICT.sum()
+            t0 = time.perf_counter_ns()
+            fns[i]()
+            times[i].append(time.perf_counter_ns() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def warm_call_ns(fns, batch: int, repeats: int) -> list:
+    """For each of `fns`, (median, min) over `repeats` batches of the mean ns of `batch`
+    calls; the functions take turns, batch by batch. On a loaded machine the minimum is the
+    stabler one (a batch the scheduler interrupted reads high)."""
+    for fn in fns:
+        for _ in range(3 * batch):
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, t in zip(fns, times):
+            t0 = time.perf_counter_ns()
+            for _ in range(batch):
+                fn()
+            t.append((time.perf_counter_ns() - t0) / batch)
+    return [(statistics.median(t), min(t)) for t in times]
 
 
 def main() -> int:
@@ -103,35 +152,52 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=31)
     ap.add_argument("--cold", action="store_true",
                     help="time each call alone after evicting the CPU caches")
+    ap.add_argument("--blocked", action="store_true",
+                    help="with --cold: each column's calls in one block, not interleaved")
     a = ap.parse_args()
 
+    compiled = _call_path.module.call if _call_path.module is not None else None
+    pure = _array._call_python
+    mode = ("cold, blocked" if a.blocked else "cold, interleaved") if a.cold else "warm"
+    print(f"gpukit.call: {gpukit.CALL_PATH}"
+          f"{' (' + _call_path.REASON + ')' if compiled is None else ''}; {mode}")
     rows = []
-    print(f"{'case':<22} {'call µs':>8} {'capi µs':>8} {'python µs':>10}")
+    print(f"{'case':<26} {'compiled µs':>11} {'python µs':>9} {'capi µs':>8} "
+          f"{'compiled share':>14} {'python share':>12}")
     for label, op, inputs, outs, attrs in cases():
-        call = gpukit.call
+        def timed(call):
+            def fn(op=op, inputs=inputs, outs=outs, attrs=attrs):
+                call(op, inputs, attrs=attrs, out=outs)
+            fn()  # fails here, not inside the timing, if the call is refused
+            return fn
 
-        def ours(op=op, inputs=inputs, outs=outs, attrs=attrs):
-            call(op, inputs, attrs=attrs, out=outs)
-
-        ours()  # fails here, not inside the timing, if the call is refused
         raw = raw_call(op, inputs, outs, attrs)
         raw()
+        fns = [timed(pure), raw] + ([timed(compiled)] if compiled is not None else [])
         if a.cold:
-            call_ns = cold_call_ns(ours, a.repeats * 10)
-            capi_ns = cold_call_ns(raw, a.repeats * 10)
+            ns = cold_call_ns(fns, a.repeats * 10, a.blocked)
+            low = [None] * len(ns)
         else:
-            call_ns = per_call_ns(ours, a.batch, a.repeats)["median_ns"]
-            capi_ns = per_call_ns(raw, a.batch, a.repeats)["median_ns"]
-        rows.append({"case": label, "op": op, "attrs": attrs, "call_ns": call_ns,
-                     "capi_ns": capi_ns, "python_ns": call_ns - capi_ns})
-        print(f"{label:<22} {call_ns / 1e3:8.2f} {capi_ns / 1e3:8.2f} "
-              f"{(call_ns - capi_ns) / 1e3:10.2f}")
+            ns, low = zip(*warm_call_ns(fns, a.batch, a.repeats))
+        pure_ns, capi_ns = ns[0], ns[1]
+        compiled_ns = ns[2] if compiled is not None else None
+        rows.append({"case": label, "op": op, "attrs": attrs, "out": outs is not None,
+                     "compiled_ns": compiled_ns, "python_ns": pure_ns, "capi_ns": capi_ns,
+                     "call_ns": compiled_ns if compiled is not None else pure_ns,
+                     "min_ns": {"python": low[0], "capi": low[1],
+                                "compiled": low[2] if compiled is not None else None}})
+
+        def us(v):
+            return f"{v / 1e3:.2f}" if v is not None else "—"
+        print(f"{label:<26} {us(compiled_ns):>11} {us(pure_ns):>9} {us(capi_ns):>8} "
+              f"{us(compiled_ns - capi_ns if compiled_ns is not None else None):>14} "
+              f"{us(pure_ns - capi_ns):>12}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": platform.processor() or platform.machine(),
                        "python": platform.python_version(), "library": gpukit.LIBRARY_PATH,
-                       "batch": a.batch, "repeats": a.repeats, "cold": a.cold, "rows": rows},
-                      f, indent=2)
+                       "call_path": gpukit.CALL_PATH, "batch": a.batch, "repeats": a.repeats,
+                       "cold": a.cold, "blocked": a.blocked, "rows": rows}, f, indent=2)
     return 0
 
 

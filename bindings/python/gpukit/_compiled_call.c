@@ -279,8 +279,8 @@ python:
 /* A cffi cdata of ctype gk_tensor* for `tensor`, as reading created[i] out of a
  * gk_tensor*[] gives on the Python path: the pointer is stored in a cffi array's item and
  * the item read back. Nothing between the two releases the GIL or runs Python code. (A
- * call of cffi's cast(ctype, address) does the same; it cost 0.2 µs more warm and about
- * 1-3 µs more after a cache-evicting pass, perf/results/cpu/2026-11-25_compiled_call.md.) */
+ * call of cffi's cast(ctype, address) does the same; it cost 0.2 µs more warm and 3-4 µs
+ * more after a cache-evicting pass, perf/results/cpu/2026-11-25_compiled_call.md.) */
 static PyObject* tensor_cdata(gk_tensor* tensor) {
   *g.output_slot_item = tensor;
   PyObject* t = PyObject_GetItem(g.output_slot, g.zero);
