@@ -26,6 +26,9 @@ APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev li
                 libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev
 # import-name:pip-name
 PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core
+# Succeeds when $(PYTHON) has its Python.h (gpukit._compiled_call is built against it).
+HAS_PYTHON_H = $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.isfile( \
+               os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
 
 .PHONY: demo test deps configure build ctest pytest asan clean help
 
@@ -49,7 +52,7 @@ ifneq ($(SKIP_DEPS),1)
 	fi
 	@# Python.h for gpukit._compiled_call (bindings/python/CMakeLists.txt): a Debian
 	@# interpreter (or a venv of one) needs python3.X-dev; others (pyenv, conda) ship theirs.
-	@if command -v $(PYTHON) >/dev/null && ! $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then \
+	@if command -v $(PYTHON) >/dev/null && ! $(HAS_PYTHON_H); then \
 	  exe="$$(readlink -f "$$($(PYTHON) -c 'import sys; print(sys.executable)')")"; \
 	  pkg="python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev"; \
 	  if dpkg -S "$$exe" >/dev/null 2>&1; then \
@@ -58,7 +61,8 @@ ifneq ($(SKIP_DEPS),1)
 	    $$sudo apt-get update; \
 	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "$$pkg"; \
 	  else \
-	    echo "make: no Python.h for $$exe: gpukit._compiled_call is not built (gpukit.call runs its Python implementation)"; \
+	    echo "make: no Python.h for $$exe: gpukit._compiled_call is not built" \
+	         "(gpukit.call runs its Python implementation)"; \
 	  fi; \
 	fi
 	@missing=""; \
