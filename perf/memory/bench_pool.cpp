@@ -8,12 +8,17 @@
 // libgpukit built in build/:
 //   g++ -O2 -std=c++20 -DGK_BENCH_CUDART perf/memory/bench_pool.cpp -Iabi/include -I/usr/local/cuda/include -Lbuild/lib -lgpukit -L/usr/local/cuda/lib64 -lcudart -pthread -Wl,-rpath,$PWD/build/lib -o bench_pool
 // Run: ./bench_pool [--device N] [--spill-mib 1024] [--trace-events 4000]
+//                   [--sizes 256,4096,1048576,67108864] [--gk-only 1] [--cold-pairs 1000]
 //
 // Reports:
 //   1. alloc+free hot path through the C ABI, per pair: p50/p99 over batches of 64 pairs,
-//      for 256 B, 4 KiB, 1 MiB and 64 MiB, against cudaMalloc/cudaFree and
-//      cudaMallocAsync/cudaFreeAsync on a stream. PyTorch's caching allocator, measured the
-//      same way, is bench_torch_alloc.cpp (not built by CMake; perf/run_gpu.sh bench runs it).
+//      for 256 B, 4 KiB, 1 MiB and 64 MiB (--sizes), against cudaMalloc/cudaFree and
+//      cudaMallocAsync/cudaFreeAsync on a stream (--gk-only 1: the GPUkit rows alone, with no
+//      CUDA runtime call between them). PyTorch's caching allocator, measured the same way,
+//      is bench_torch_alloc.cpp (not built by CMake; perf/run_gpu.sh bench runs it). Then the
+//      same pair at 4 KiB with the caches cold (8 MiB written before each timed pair, as
+//      other work between two allocations would), timed one pair at a time (--cold-pairs of
+//      them; 0 leaves the row out).
 //   2. a replayed random trace (pool_trace.h: sizes log-uniform 256 B..256 MiB, 2 streams,
 //      frees on the other stream 20% of the time): peak live bytes vs peak reserved bytes,
 //      for the GPUkit pool and for the CUDA default mempool; and the replay's wall time.
@@ -189,17 +194,51 @@ Percentiles gk_pair(gk_runtime* rt, int32_t device, uint64_t size, gk_stream* st
   });
 }
 
+// The same pair, timed one at a time with the caches cold (pair_timing.h).
+Percentiles gk_pair_cold(gk_runtime* rt, int32_t device, uint64_t size, gk_stream* stream,
+                         int pairs) {
+  gk_alloc_args a{};
+  a.struct_size = sizeof(a);
+  a.device = device;
+  a.size = size;
+  a.stream = stream;
+  return gk::perf::cold_pair_ns(
+      [&] {
+        gk_buffer* b = nullptr;
+        if (gk_buffer_alloc(rt, &a, &b) != GK_OK) std::exit(1);
+        gk_buffer_free(b, stream);
+      },
+      pairs);
+}
+
+std::vector<uint64_t> parse_sizes(const char* text) {
+  std::vector<uint64_t> sizes;
+  for (const char* p = text; *p;) {
+    char* end = nullptr;
+    sizes.push_back(std::strtoull(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return sizes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int32_t device = -1;
   uint64_t spill_mib = 1024;
   int trace_events = gk::perf::kTraceEvents;
+  std::vector<uint64_t> sizes = {256, 4096, uint64_t(1) << 20, uint64_t(64) << 20};
+  bool gk_only = false;
+  int cold_pairs = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--device") device = std::atoi(argv[i + 1]);
     if (a == "--spill-mib") spill_mib = std::strtoull(argv[i + 1], nullptr, 10);
     if (a == "--trace-events") trace_events = std::atoi(argv[i + 1]);
+    if (a == "--sizes") sizes = parse_sizes(argv[i + 1]);
+    if (a == "--gk-only") gk_only = std::atoi(argv[i + 1]) != 0;
+    if (a == "--cold-pairs") cold_pairs = std::atoi(argv[i + 1]);
   }
   gk_runtime_options o = GK_RUNTIME_OPTIONS_INIT;
   o.flags = GK_RUNTIME_IGNORE_ENVIRONMENT | GK_RUNTIME_NO_DEFAULT_PLUGINS;
@@ -218,6 +257,8 @@ int main(int argc, char** argv) {
 #else
   cuda = false;
 #endif
+  // The CUDA runtime rows and sections: not with --gk-only.
+  const bool cuda_rows = cuda && !gk_only;
   std::printf("device %d: %s, %s total, driver %d\n", device, props.name,
               mib(double(props.total_memory)).c_str(), props.driver_version);
   if (!cuda) {
@@ -240,11 +281,11 @@ int main(int argc, char** argv) {
   if (cuda) std::printf("(PyTorch's caching allocator, same method: bench_torch_alloc.log)\n");
   std::printf("%-10s %22s %22s %22s\n", "size", "gk_buffer (C ABI)", "cudaMalloc/Free",
               "cudaMallocAsync/Free");
-  for (uint64_t size : {uint64_t(256), uint64_t(4096), uint64_t(1) << 20, uint64_t(64) << 20}) {
+  for (uint64_t size : sizes) {
     Percentiles g = gk_pair(rt, device, size, gs[0]);
     Percentiles m{}, ma{};
 #ifdef GK_BENCH_CUDART
-    if (cuda) {
+    if (cuda_rows) {
       m = per_pair_ns(
           [&] {
             void* p = nullptr;
@@ -259,7 +300,7 @@ int main(int argc, char** argv) {
       });
     }
 #endif
-    if (cuda) {
+    if (cuda_rows) {
       std::printf("%-10s %10.0f / %-9.0f %10.0f / %-9.0f %10.0f / %-9.0f\n",
                   mib(double(size)).c_str(), g.p50, g.p99, m.p50, m.p99, ma.p50, ma.p99);
     } else {
@@ -267,7 +308,13 @@ int main(int argc, char** argv) {
                   "n/a", "n/a");
     }
   }
-  if (cuda) {
+  if (cold_pairs > 0) {
+    Percentiles g = gk_pair_cold(rt, device, 4096, gs[0], cold_pairs);
+    std::printf("%-10s %10.0f / %-9.0f (gk_buffer, caches cold: one pair at a time, clock "
+                "reads included)\n",
+                "4096 B", g.p50, g.p99);
+  }
+  if (cuda_rows) {
     // A thread that never touched cudart has no current context: the pool must not need
     // one on this path (it pushes the device's context only around driver calls).
     Percentiles g{};
@@ -277,7 +324,7 @@ int main(int argc, char** argv) {
                 "4096 B", g.p50, g.p99);
   }
 #ifdef GK_BENCH_CUDART
-  if (cuda) {
+  if (cuda_rows) {
     // A stream GPUkit did not create (gk_stream_wrap): it may be destroyed without telling
     // the pool, so each free there still records an event at once.
     gk_stream* wrapped = nullptr;
