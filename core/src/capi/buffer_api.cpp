@@ -21,6 +21,29 @@ namespace gk {
                                 owner.device->label() + ", but the buffer is on " + device.label());
 }
 
+// make_allocation (runtime/runtime.h) with the buffer's handle made in the same critical
+// section of the pool: a new buffer takes one lock.
+inline gk_buffer* new_buffer(Runtime& runtime, const Device& device, uint64_t size,
+                             cuda::CUstream stream, MemoryOwner* owner, bool evictable) {
+  MemoryPool& pool = runtime.memory().pool(device);
+  // Read whether needed or not, right before the new: the recycled block's thread-local
+  // lookup then serves both.
+  MemoryOwner* scope_owner = ChargeScope::current();
+  // Deleted on a failure below, it frees nothing: its block and record are still null.
+  std::unique_ptr<Allocation> a(new Allocation(runtime, device, size, pool));
+  if (!owner) owner = scope_owner;
+  BufferTable& table = BufferTable::instance();
+  std::lock_guard<SpinLock> guard(pool.lock());
+  table.reserve_slot_held(pool);
+  // The address is read under the pool's lock: another thread may spill it right after.
+  if (evictable) {
+    a->record = pool.allocate_evictable_held(size, stream, owner, &a->ptr);
+  } else {
+    a->block = pool.allocate_held(size, stream, owner, &a->ptr);
+  }
+  return table.insert_held(pool, a.release());
+}
+
 }  // namespace gk
 
 extern "C" {
@@ -46,9 +69,8 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
       owner = s.task->owner;
       task = s.task.get();
     }
-    auto allocation = gk::make_allocation(rt, d, args->size, s.native, owner,
-                                          args->flags & GK_BUFFER_EVICTABLE);
-    gk_buffer* buffer = gk::BufferTable::instance().insert(std::move(allocation));
+    gk_buffer* buffer =
+        gk::new_buffer(rt, d, args->size, s.native, owner, args->flags & GK_BUFFER_EVICTABLE);
     // Cancelling the task frees the buffers allocated for it (a stale handle after that).
     if (task) rt.scheduler().charge_buffer(*task, buffer);
     *out = buffer;
@@ -58,12 +80,12 @@ GK_API gk_status gk_buffer_alloc(gk_runtime* runtime, const gk_alloc_args* args,
 GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream) {
   return gk::c_guard([&] {
     // The stream is checked before the handle goes stale, so a bad call changes nothing.
-    gk::AllocationRef allocation =
-        gk::BufferTable::instance().remove(buffer, "gk_buffer_free", [&](gk::BufferEntry& e) {
+    gk::BufferTable::instance().free(
+        buffer, "gk_buffer_free", stream ? stream->native : gk::kOwnStream,
+        [&](gk::BufferEntry& e) {
           if (!stream) return;
           gk::stream_for(e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
         });
-    if (stream) gk::Allocation::free_on(std::move(allocation), stream->native);
   });
 }
 
@@ -88,7 +110,7 @@ GK_API gk_status gk_buffer_map(gk_buffer* buffer, void** out) {
     gk::require_arg(out, "gk_buffer_map", "out");
     *out = gk::BufferTable::instance().with(buffer, "gk_buffer_map", [](gk::BufferEntry& e) {
       // A spilled buffer comes back first; mapped, it is never evicted.
-      void* ptr = e.allocation->locate(gk::kOwnStream, true);
+      void* ptr = e.allocation->locate_held(gk::kOwnStream, true);
       ++e.map_count;
       return ptr;
     });
@@ -102,7 +124,7 @@ GK_API gk_status gk_buffer_unmap(gk_buffer* buffer) {
         gk::fail(GK_FAILED_PRECONDITION, "gk_buffer_unmap: the buffer is not mapped");
       }
       --e.map_count;
-      e.allocation->unpin();
+      e.allocation->unpin_held();
     });
   });
 }

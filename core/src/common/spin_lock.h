@@ -52,4 +52,11 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
+// A SpinLock whose memory is never freed: one given back goes to a later take_lasting_lock().
+// For a lock that a thread may still take after the object it guarded is gone, having found
+// it through a handle that went stale meanwhile (a buffer handle freed twice at once, say):
+// under the lock that thread sees the handle stale, whatever the lock guards by then.
+SpinLock& take_lasting_lock();
+void give_back_lasting_lock(SpinLock& lock) noexcept;
+
 }  // namespace gk

@@ -42,9 +42,44 @@ constinit BufferTableStorage buffer_table_storage;
                                    " gk_buffer_map without gk_buffer_unmap)");
 }
 
-void BufferTable::add_slot_locked() {
-  slots_.emplace_back();
-  free_head_ = uint32_t(slots_.size());
+void BufferTable::refill(MemoryPool& pool) {
+  std::lock_guard<SpinLock> guard(lock_);
+  uint32_t& head = pool.free_buffer_slots();
+  SpinLock* pool_lock = &pool.lock();
+  for (uint32_t n = 0; n < kRefillSlots; ++n) {
+    uint32_t slot_plus_one = free_head_;
+    if (slot_plus_one) {
+      free_head_ = slot_at(slot_plus_one).next_free;
+    } else {
+      uint32_t made = made_.load(std::memory_order_relaxed);
+      if (made == uint32_t(kMaxChunks) * kChunkSlots) {
+        if (n > 0) break;
+        fail(GK_RESOURCE_EXHAUSTED, "gk_buffer_alloc: " + std::to_string(made) +
+                                        " buffer handles are live, the most there can be");
+      }
+      if (made % kChunkSlots == 0) {
+        chunks_[made >> kChunkBits].store(new Slot[kChunkSlots], std::memory_order_release);
+      }
+      slot_plus_one = made + 1;
+      made_.store(slot_plus_one, std::memory_order_release);
+    }
+    Slot& slot = slot_at(slot_plus_one);
+    slot.lock.store(pool_lock, std::memory_order_relaxed);
+    slot.next_free = head;
+    head = slot_plus_one;
+  }
+}
+
+void BufferTable::give_back_slots(uint32_t head) noexcept {
+  if (!head) return;
+  std::lock_guard<SpinLock> guard(lock_);
+  while (head) {
+    Slot& slot = slot_at(head);
+    uint32_t next = slot.next_free;
+    slot.next_free = free_head_;
+    free_head_ = head;
+    head = next;
+  }
 }
 
 }  // namespace gk

@@ -61,6 +61,9 @@ class AllocationRef {
   ~AllocationRef();
 
   Allocation* get() const noexcept { return a_; }
+  // Gives up the reference without dropping it: the caller drops it (drop_reference on the
+  // allocation's count) or adopts it into another AllocationRef.
+  Allocation* release() noexcept { return std::exchange(a_, nullptr); }
   Allocation* operator->() const noexcept { return a_; }
   explicit operator bool() const noexcept { return a_ != nullptr; }
 
@@ -71,9 +74,10 @@ class AllocationRef {
 // A new allocation of `size` bytes on `device`, usable in `stream`'s order and charged to
 // `owner` (nullptr: the current ChargeScope's, else none). `evictable`: it may be spilled to
 // host memory while not pinned (GK_BUFFER_EVICTABLE). The memory is freed when the last
-// reference goes, in the order of `stream` unless free_on() names another (the pool keeps the
-// runtime alive until then). Inline, defined in runtime/runtime.h (it needs the runtime's
-// pools): gk_buffer_alloc makes one per call.
+// reference goes, in the order of the stream the pool has for it (`stream`, unless
+// order_free_on named another; the pool keeps the runtime alive until then). Inline, defined
+// in runtime/runtime.h (it needs the runtime's pools). gk_buffer_alloc does the same, with
+// the buffer's handle made under the same lock (buffer_table.h).
 inline AllocationRef make_allocation(Runtime& runtime, const Device& device, uint64_t size,
                                      cuda::CUstream stream, MemoryOwner* owner = nullptr,
                                      bool evictable = false);
@@ -85,27 +89,31 @@ struct Allocation : RecycledStorage {
   Allocation(Runtime& runtime, const Device& device, uint64_t size, MemoryPool& pool) noexcept
       : runtime(runtime), device(device), size(size), pool(pool) {}
   // Inline: the last holder frees the memory, on the hot path.
+  // The buffer table frees the memory itself, under the pool's lock, and clears `block` and
+  // `record` before the delete.
   ~Allocation() {
     // The pool may let go of the runtime here (its last allocation): nothing is read after.
     if (record) {
-      pool.free(record, free_stream_);
-    } else {
-      pool.free(block, free_stream_);
+      pool.free(record, kOwnStream);
+    } else if (block) {
+      pool.free(block, kOwnStream);
     }
   }
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
 
-  // Lets go of `allocation`; the memory is freed in `stream`'s order, once its last holder
-  // (a tensor viewing it, say) lets go too.
-  static void free_on(AllocationRef allocation, cuda::CUstream stream);
-
   bool evictable() const { return record != nullptr; }
   // The current device address, restoring a spilled evictable allocation first (in
   // `stream`'s order; kOwnStream: the stream its free is ordered in). With `pin`, it stays
-  // resident there until unpin().
+  // resident there until unpin(). The _held forms: the caller holds the pool's lock.
   void* locate(cuda::CUstream stream, bool pin);
   void unpin() noexcept;
+  void* locate_held(cuda::CUstream stream, bool pin) {
+    return record ? pool.locate_held(record, stream, pin) : ptr;
+  }
+  void unpin_held() noexcept {
+    if (record) pool.unpin_held(record);
+  }
 
   Runtime& runtime;
   const Device& device;
@@ -119,23 +127,12 @@ struct Allocation : RecycledStorage {
 
  private:
   friend class AllocationRef;
-  std::atomic<int32_t> refs_{1};             // AllocationRefs
-  cuda::CUstream free_stream_ = kOwnStream;  // set by free_on for the last holder
+  friend class BufferTable;
+  std::atomic<int32_t> refs_{1};  // AllocationRefs
 };
 
 inline AllocationRef::AllocationRef(const AllocationRef& other) noexcept : a_(other.a_) {
   if (a_) a_->refs_.fetch_add(1, std::memory_order_relaxed);
-}
-
-inline void Allocation::free_on(AllocationRef allocation, cuda::CUstream stream) {
-  // The last holder frees it right here; otherwise the pool remembers the stream.
-  if (allocation->refs_.load(std::memory_order_acquire) == 1) {
-    allocation->free_stream_ = stream;
-  } else if (allocation->record) {
-    allocation->pool.order_free_on(allocation->record, stream);
-  } else {
-    allocation->pool.order_free_on(allocation->block, stream);
-  }
 }
 
 inline AllocationRef::~AllocationRef() {

@@ -10,6 +10,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "memory/buffer_table.h"
 
 namespace gk {
 
@@ -148,7 +149,7 @@ bool MemoryPool::BySize::operator()(const PoolBlock* a, const PoolBlock* b) cons
 }
 
 MemoryPool::MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend)
-    : label_(std::move(label)), backend_(std::move(backend)) {
+    : label_(std::move(label)), backend_(std::move(backend)), lock_(take_lasting_lock()) {
   unowned_.name = "(no owner)";
   small_bins_.assign(size_t(size_class_count()), nullptr);
   spare_nodes_.reserve(kSpareNodes);
@@ -184,6 +185,8 @@ MemoryPool::~MemoryPool() {
   for (auto& [stream, ps] : streams_) {
     for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
   }
+  BufferTable::instance().give_back_slots(free_buffer_slots_);
+  give_back_lasting_lock(lock_);
 }
 
 PoolBlock* MemoryPool::new_block() {
@@ -975,15 +978,27 @@ inline void MemoryPool::uncount_allocation(std::shared_ptr<void>& holder) noexce
   if (--live_allocations_ == 0 && closed_) holder = std::move(holder_);
 }
 
-PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
-                                void** address) {
-  std::lock_guard<SpinLock> guard(lock_);
+[[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_counted(uint64_t bytes,
+                                                                      cuda::CUstream stream,
+                                                                      MemoryOwner* owner,
+                                                                      void** address) {
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   ++stats_.alloc_count;
   ++b->owner->alloc_count;
   count_allocation();
   if (address) *address = reinterpret_cast<void*>(b->addr);
   return b;
+}
+
+PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                                void** address) {
+  std::lock_guard<SpinLock> guard(lock_);
+  return allocate_counted(bytes, stream, owner, address);
+}
+
+PoolBlock* MemoryPool::allocate_held(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                                     void** address) {
+  return allocate_counted(bytes, stream, owner, address);
 }
 
 // Inline for a small block (the common case); a large one merges with its free neighbours
@@ -1033,14 +1048,24 @@ void MemoryPool::free_large(PoolBlock* b) noexcept {
   recent_large_ = b;
 }
 
-void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
-  if (!b) return;
-  std::shared_ptr<void> holder;  // released after the lock: it may own this pool
-  std::lock_guard<SpinLock> guard(lock_);
+[[gnu::always_inline]] inline void MemoryPool::free_counted(PoolBlock* b, cuda::CUstream stream,
+                                                            std::shared_ptr<void>& holder) noexcept {
   ++stats_.free_count;
   uncharge(b);
   free_locked(b, stream == kOwnStream ? b->stream : stream, false);
   uncount_allocation(holder);
+}
+
+void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
+  if (!b) return;
+  std::shared_ptr<void> holder;  // released after the lock: it may own this pool
+  std::lock_guard<SpinLock> guard(lock_);
+  free_counted(b, stream, holder);
+}
+
+void MemoryPool::free_held(PoolBlock* b, cuda::CUstream stream,
+                           std::shared_ptr<void>& holder) noexcept {
+  free_counted(b, stream, holder);
 }
 
 void MemoryPool::order_free_on(PoolBlock* b, cuda::CUstream stream) noexcept {
@@ -1053,9 +1078,22 @@ void MemoryPool::order_free_on(EvictRecord* r, cuda::CUstream stream) noexcept {
   r->stream = stream;
 }
 
+void MemoryPool::order_free_on_held(PoolBlock* b, cuda::CUstream stream) noexcept {
+  b->stream = stream;
+}
+
+void MemoryPool::order_free_on_held(EvictRecord* r, cuda::CUstream stream) noexcept {
+  r->stream = stream;
+}
+
 EvictRecord* MemoryPool::allocate_evictable(uint64_t bytes, cuda::CUstream stream,
                                             MemoryOwner* owner, void** address) {
   std::lock_guard<SpinLock> guard(lock_);
+  return allocate_evictable_held(bytes, stream, owner, address);
+}
+
+EvictRecord* MemoryPool::allocate_evictable_held(uint64_t bytes, cuda::CUstream stream,
+                                                 MemoryOwner* owner, void** address) {
   auto r = std::make_unique<EvictRecord>();
   PoolBlock* b = allocate_locked(bytes, stream, owner);
   ++stats_.alloc_count;
@@ -1076,6 +1114,11 @@ void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
   if (!r) return;
   std::shared_ptr<void> holder;  // released after the lock: it may own this pool
   std::lock_guard<SpinLock> guard(lock_);
+  free_held(r, stream, holder);
+}
+
+void MemoryPool::free_held(EvictRecord* r, cuda::CUstream stream,
+                           std::shared_ptr<void>& holder) noexcept {
   ++stats_.free_count;
   uncount_allocation(holder);
   if (r->block) {
@@ -1093,6 +1136,10 @@ void MemoryPool::free(EvictRecord* r, cuda::CUstream stream) noexcept {
 
 void* MemoryPool::locate(EvictRecord* r, cuda::CUstream stream, bool pin) {
   std::lock_guard<SpinLock> guard(lock_);
+  return locate_held(r, stream, pin);
+}
+
+void* MemoryPool::locate_held(EvictRecord* r, cuda::CUstream stream, bool pin) {
   if (stream == kOwnStream) stream = r->stream;
   if (!r->block) {
     restore(r, stream);
@@ -1107,6 +1154,10 @@ void* MemoryPool::locate(EvictRecord* r, cuda::CUstream stream, bool pin) {
 
 void MemoryPool::unpin(EvictRecord* r) noexcept {
   std::lock_guard<SpinLock> guard(lock_);
+  unpin_held(r);
+}
+
+void MemoryPool::unpin_held(EvictRecord* r) noexcept {
   if (r->pins > 0) --r->pins;
 }
 

@@ -204,6 +204,28 @@ class MemoryPool {
   // Returns the block in `stream`'s order (kOwnStream: see above). Makes no driver call
   // when that stream is tracked.
   void free(PoolBlock* block, cuda::CUstream stream) noexcept;
+
+  // The pool's lock, for a caller that does more in the same critical section (the buffer
+  // table: a buffer's handle and its memory change together, one lock per gk_buffer_alloc and
+  // per gk_buffer_free). Lasting (spin_lock.h): a thread holding a handle that went stale may
+  // still take it after the pool is gone. The *_held functions below are those above, for a
+  // caller that holds it. A held free may set `holder` to what the pool let go of (its
+  // runtime, after its last allocation): reset it after unlocking, and touch the pool no more.
+  SpinLock& lock() const { return lock_; }
+  PoolBlock* allocate_held(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                           void** address);
+  EvictRecord* allocate_evictable_held(uint64_t bytes, cuda::CUstream stream,
+                                       MemoryOwner* owner, void** address);
+  void free_held(PoolBlock* block, cuda::CUstream stream, std::shared_ptr<void>& holder) noexcept;
+  void free_held(EvictRecord* record, cuda::CUstream stream,
+                 std::shared_ptr<void>& holder) noexcept;
+  void order_free_on_held(PoolBlock* block, cuda::CUstream stream) noexcept;
+  void order_free_on_held(EvictRecord* record, cuda::CUstream stream) noexcept;
+  void* locate_held(EvictRecord* record, cuda::CUstream stream, bool pin);
+  void unpin_held(EvictRecord* record) noexcept;
+  // The buffer table's free slots kept for this pool's buffers (a list through the slots, 0:
+  // none), guarded by lock(). The table fills it and takes it back when the pool goes.
+  uint32_t& free_buffer_slots() { return free_buffer_slots_; }
   // From now on the block's (or record's) free is ordered in `stream`.
   void order_free_on(PoolBlock* block, cuda::CUstream stream) noexcept;
   void order_free_on(EvictRecord* record, cuda::CUstream stream) noexcept;
@@ -265,6 +287,9 @@ class MemoryPool {
     bool operator()(const PoolBlock* a, const PoolBlock* b) const;
   };
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
+  PoolBlock* allocate_counted(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                              void** address);
+  void free_counted(PoolBlock* b, cuda::CUstream stream, std::shared_ptr<void>& holder) noexcept;
   PoolBlock* allocate_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
                                  cuda::CUstream stream, MemoryOwner* owner, bool limits_near);
   bool make_room(uint64_t bytes, uint64_t rounded, MemoryOwner* owner, EvictionReport& report);
@@ -330,7 +355,8 @@ class MemoryPool {
 
   std::string label_;
   std::unique_ptr<PoolBackend> backend_;
-  SpinLock lock_;
+  SpinLock& lock_;
+  uint32_t free_buffer_slots_ = 0;
   PoolStats stats_;
   uint64_t budget_ = 0;
   uint64_t free_seq_ = 0;
