@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "memory/charge_scope.h"
+#include "runtime/objects.h"
 #include "test_runtime.h"
 
 namespace gk::test {
@@ -379,6 +381,35 @@ TEST(MemoryApi, storm_of_threads_streams_and_spills_keeps_every_buffer_intact) {
   EXPECT_EQ(s.bytes_spilled, 0u);
   EXPECT_GT(s.spill_count, 0u) << "the budget made the storm spill";
   EXPECT_LE(s.peak_bytes_in_use, 6 * MiB);
+}
+
+// gk_buffer_alloc with no owner charges the current ChargeScope's owner (an op's on a task's
+// stream); it reads the scope only once some scope with an owner was opened, and a thread's
+// own scope is always seen.
+TEST(MemoryApi, a_buffer_allocated_inside_a_charge_scope_is_charged_to_its_owner) {
+  RuntimePtr rt = make_runtime(test_options());
+  gk_memory_owner* job = nullptr;
+  ASSERT_EQ(gk_memory_owner_create(rt.get(), 0, "scoped", 0, &job), GK_OK) << last_error();
+  gk_buffer* outside = alloc(rt.get(), 1000);
+  gk_buffer* inside = nullptr;
+  {
+    ChargeScope none(nullptr);
+    ChargeScope scope(job->owner);
+    inside = alloc(rt.get(), 1000);
+  }
+  gk_buffer* after = alloc(rt.get(), 1000);
+  uint64_t in_use = 0, peak = 0;
+  ASSERT_EQ(gk_memory_owner_usage(job, &in_use, &peak), GK_OK);
+  EXPECT_EQ(in_use, 1024u) << "only the buffer made inside the scope";
+  // Another thread, no scope of its own: charged to no owner.
+  gk_buffer* other = nullptr;
+  std::thread([&] { other = alloc(rt.get(), 1000); }).join();
+  ASSERT_EQ(gk_memory_owner_usage(job, &in_use, &peak), GK_OK);
+  EXPECT_EQ(in_use, 1024u);
+  for (gk_buffer* b : {outside, inside, after, other}) EXPECT_EQ(gk_buffer_free(b, nullptr), GK_OK);
+  ASSERT_EQ(gk_memory_owner_usage(job, &in_use, &peak), GK_OK);
+  EXPECT_EQ(in_use, 0u);
+  gk_memory_owner_destroy(job);
 }
 
 // The hot path through the C ABI on the cpu device. Reported, and bounded loosely so that

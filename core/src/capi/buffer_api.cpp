@@ -26,22 +26,10 @@ namespace gk {
 inline gk_buffer* new_buffer(Runtime& runtime, const Device& device, uint64_t size,
                              cuda::CUstream stream, MemoryOwner* owner, bool evictable) {
   MemoryPool& pool = runtime.memory().pool(device);
-  // Read whether needed or not, right before the new: the recycled block's thread-local
-  // lookup then serves both.
-  MemoryOwner* scope_owner = ChargeScope::current();
-  // Deleted on a failure below, it frees nothing: its block and record are still null.
-  std::unique_ptr<Allocation> a(new Allocation(runtime, device, size, pool));
-  if (!owner) owner = scope_owner;
-  BufferTable& table = BufferTable::instance();
+  if (!owner) owner = ChargeScope::current_if_any();
   std::lock_guard<SpinLock> guard(pool.lock());
-  table.reserve_slot_held(pool);
-  // The address is read under the pool's lock: another thread may spill it right after.
-  if (evictable) {
-    a->record = pool.allocate_evictable_held(size, stream, owner, &a->ptr);
-  } else {
-    a->block = pool.allocate_held(size, stream, owner, &a->ptr);
-  }
-  return table.insert_held(pool, a.release());
+  return BufferTable::instance().insert_new_held(pool, runtime, device, size, stream, owner,
+                                                 evictable);
 }
 
 }  // namespace gk

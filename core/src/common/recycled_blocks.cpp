@@ -14,7 +14,7 @@ struct BlockCacheDrain {
     for (int i = 0; i < kRecycledBlockSizeCount; ++i) {
       while (FreeBlock* b = cache.head[i]) {
         cache.head[i] = b->next;
-        ::operator delete(b);
+        ::operator delete(b, kRecycledBlockAlignment);
       }
       cache.room[i] = 0;
     }
@@ -36,7 +36,7 @@ void give_back_slow(void* p, int index) noexcept {
     --cache.room[index];
     return;
   }
-  ::operator delete(p);
+  ::operator delete(p, kRecycledBlockAlignment);
 }
 
 }  // namespace gk::recycled_detail

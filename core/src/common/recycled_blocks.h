@@ -5,7 +5,8 @@
 // The free lists are per thread, not per pool or runtime: a block is given back after its
 // object's destructor, when the pool (and the runtime) may already be gone. A block given
 // back on another thread than the one that took it just joins that thread's list; blocks
-// come from plain operator new, so any thread may delete them. Each thread keeps at most
+// come from operator new (aligned to a cache line, so that an object of up to 64 bytes, an
+// Allocation say, is one line), so any thread may delete them. Each thread keeps at most
 // kRecycledBlocksPerSize blocks of each size; its lists are emptied when it exits, and
 // blocks given back after that (by other thread_local destructors, or static destructors on
 // the main thread) go straight to operator delete.
@@ -23,6 +24,7 @@ namespace gk {
 inline constexpr size_t kRecycledBlockSizes[] = {128, 256};
 static_assert(std::size(kRecycledBlockSizes) == kRecycledBlockSizeCount);
 inline constexpr int kRecycledBlocksPerSize = 32;
+inline constexpr std::align_val_t kRecycledBlockAlignment{64};
 
 // The index in kRecycledBlockSizes of the blocks for `bytes`, or -1 when it is larger.
 constexpr int recycled_size_index(size_t bytes) {
@@ -47,7 +49,7 @@ inline void* take_recycled_block(int index) {
     ++cache.room[index];
     return b;
   }
-  return ::operator new(kRecycledBlockSizes[index]);
+  return ::operator new(kRecycledBlockSizes[index], kRecycledBlockAlignment);
 }
 
 // Gives back a block that take_recycled_block(index) returned (on any thread).

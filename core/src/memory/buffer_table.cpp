@@ -49,7 +49,7 @@ void BufferTable::refill(MemoryPool& pool) {
   for (uint32_t n = 0; n < kRefillSlots; ++n) {
     uint32_t slot_plus_one = free_head_;
     if (slot_plus_one) {
-      free_head_ = slot_at(slot_plus_one).next_free;
+      free_head_ = slot_at(slot_plus_one).entry.next_free_;
     } else {
       uint32_t made = made_.load(std::memory_order_relaxed);
       if (made == uint32_t(kMaxChunks) * kChunkSlots) {
@@ -65,7 +65,7 @@ void BufferTable::refill(MemoryPool& pool) {
     }
     Slot& slot = slot_at(slot_plus_one);
     slot.lock.store(pool_lock, std::memory_order_relaxed);
-    slot.next_free = head;
+    slot.entry.next_free_ = head;
     head = slot_plus_one;
   }
 }
@@ -75,8 +75,8 @@ void BufferTable::give_back_slots(uint32_t head) noexcept {
   std::lock_guard<SpinLock> guard(lock_);
   while (head) {
     Slot& slot = slot_at(head);
-    uint32_t next = slot.next_free;
-    slot.next_free = free_head_;
+    uint32_t next = slot.entry.next_free_;
+    slot.entry.next_free_ = free_head_;
     free_head_ = head;
     head = next;
   }

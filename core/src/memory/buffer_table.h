@@ -29,29 +29,54 @@
 
 namespace gk {
 
+// The pool's storage for a buffer's Allocation is a recycled block (MemoryPool::
+// take_storage_held): the one a tensor's last release gives back through RecycledStorage.
+static_assert(recycled_size_index(sizeof(Allocation)) == 0);
+
 struct BufferEntry {
   AllocationRef allocation;
   int32_t map_count = 0;
+
+ private:
+  friend class BufferTable;
+  // While the slot is free: the next free slot's index + 1 in its list (0: none). Here, in
+  // the padding, so that a slot is 32 bytes and never straddles two cache lines.
+  uint32_t next_free_ = 0;
 };
 
 class BufferTable {
  public:
   static BufferTable& instance();
 
-  // The caller holds pool.lock(): makes sure pool's list has a free slot, refilling it from
-  // the table when empty (out of line). Call it before allocating the memory, so that a
-  // failure here has nothing to undo.
-  void reserve_slot_held(MemoryPool& pool) {
+  // gk_buffer_alloc, under pool.lock(): a new buffer of `size` bytes on `device` (whose pool
+  // `pool` is), usable in `stream`'s order and charged to `owner` (nullptr: none), evictable or
+  // not (make_allocation's arguments), and its handle. Its Allocation lives in storage the
+  // pool keeps for it (no thread-local lookup); like make_allocation's, it may outlive the
+  // handle (a tensor over the buffer). Inline: the hot path makes one call, into the pool.
+  gk_buffer* insert_new_held(MemoryPool& pool, Runtime& runtime, const Device& device,
+                             uint64_t size, cuda::CUstream stream, MemoryOwner* owner,
+                             bool evictable) {
+    // Before the memory, so that a failure here has nothing to undo.
     if (!pool.free_buffer_slots()) refill(pool);
-  }
-  // The caller holds pool.lock() and called reserve_slot_held: a new handle for `allocation`
-  // (pool's), adopting the reference it starts with.
-  gk_buffer* insert_held(MemoryPool& pool, Allocation* allocation) noexcept {
+    void* storage = pool.take_storage_held();
+    Allocation* a = ::new (storage) Allocation(runtime, device, size, pool);
+    try {
+      // The address is read under the pool's lock: another thread may spill it right after.
+      if (evictable) {
+        a->record = pool.allocate_evictable_held(size, stream, owner, &a->ptr);
+      } else {
+        a->block = pool.allocate_held(size, stream, owner, &a->ptr);
+      }
+    } catch (...) {
+      a->~Allocation();  // frees nothing: its block and record are null
+      pool.give_back_storage_held(storage);
+      throw;
+    }
     uint32_t& head = pool.free_buffer_slots();
     uint32_t slot_plus_one = head;
     Slot& slot = slot_at(slot_plus_one);
-    head = slot.next_free;
-    slot.entry.allocation = AllocationRef(allocation);
+    head = slot.entry.next_free_;
+    new (&slot.entry.allocation) AllocationRef(a);  // the slot's is empty: nothing to drop
     uint64_t handle = (slot.state.load(std::memory_order_relaxed) & kGenerationMask) | slot_plus_one;
     slot.state.store(handle, std::memory_order_release);
     return reinterpret_cast<gk_buffer*>(handle);
@@ -91,43 +116,36 @@ class BufferTable {
   template <typename Check>
   void free(const gk_buffer* handle, const char* function, cuda::CUstream stream, Check&& check) {
     Slot& slot = lock_live_slot(handle, function);
-    Allocation* freed = nullptr;
     std::shared_ptr<void> holder;  // what the pool lets go of: after the unlock
-    {
-      std::lock_guard<SpinLock> guard(*slot.lock.load(std::memory_order_relaxed),
-                                      std::adopt_lock);
-      check(slot.entry);
-      if (slot.entry.map_count > 0) fail_mapped(handle, function, slot.entry.map_count);
-      Allocation* a = slot.entry.allocation.release();
-      MemoryPool& pool = a->pool;
-      retire_held(pool, slot, handle);
-      // The handle's reference is the only one: no other can be added meanwhile (a tensor
-      // over the buffer is made under this lock).
-      if (a->refs_.load(std::memory_order_acquire) == 1) {
-        freed = a;
-      } else {
-        if (stream != kOwnStream) {
-          if (a->record) {
-            pool.order_free_on_held(a->record, stream);
-          } else {
-            pool.order_free_on_held(a->block, stream);
-          }
-          stream = kOwnStream;
-        }
-        // A tensor let go meanwhile: this was the last reference after all.
-        if (a->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) freed = a;
-      }
-      if (freed) {
+    std::lock_guard<SpinLock> guard(*slot.lock.load(std::memory_order_relaxed), std::adopt_lock);
+    check(slot.entry);
+    if (slot.entry.map_count > 0) fail_mapped(handle, function, slot.entry.map_count);
+    Allocation* a = slot.entry.allocation.release();
+    MemoryPool& pool = a->pool;
+    retire_held(pool, slot, handle);
+    // The handle's reference is the only one: no other can be added meanwhile (a tensor over
+    // the buffer is made under this lock).
+    if (a->refs_.load(std::memory_order_acquire) != 1) {
+      if (stream != kOwnStream) {
         if (a->record) {
-          pool.free_held(a->record, stream, holder);
-          a->record = nullptr;
+          pool.order_free_on_held(a->record, stream);
         } else {
-          pool.free_held(a->block, stream, holder);
-          a->block = nullptr;
+          pool.order_free_on_held(a->block, stream);
         }
+        stream = kOwnStream;
       }
+      // Unless a tensor let go meanwhile, the last holder frees it, later.
+      if (a->refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     }
-    delete freed;  // frees no memory: its block and record are cleared
+    if (a->record) {
+      pool.free_held(a->record, stream, holder);
+      a->record = nullptr;
+    } else {
+      pool.free_held(a->block, stream, holder);
+      a->block = nullptr;
+    }
+    a->~Allocation();  // frees nothing more
+    pool.give_back_storage_held(a);
   }
 
   // A pool's free slots go back to the table (the pool is going).
@@ -140,14 +158,14 @@ class BufferTable {
   static constexpr uint32_t kRefillSlots = 32;
   static constexpr uint64_t kGenerationMask = ~uint64_t(0xffffffffu);
 
-  struct Slot {
+  struct alignas(32) Slot {
     // Live: its handle (generation << 32 | index + 1). Free: the next generation << 32.
     std::atomic<uint64_t> state{uint64_t(1) << 32};
     // The lock of the pool whose buffer or free list it is in; it changes only while free.
     std::atomic<SpinLock*> lock{nullptr};
-    BufferEntry entry;       // guarded by *lock
-    uint32_t next_free = 0;  // while free: the next free slot's index + 1 in its list (0: none)
+    BufferEntry entry;  // guarded by *lock
   };
+  static_assert(sizeof(Slot) == 32);
 
   Slot& slot_at(uint64_t slot_plus_one) {
     uint64_t index = slot_plus_one - 1;
@@ -177,7 +195,7 @@ class BufferTable {
     uint64_t value = reinterpret_cast<uint64_t>(handle);
     slot.state.store((value & kGenerationMask) + (uint64_t(1) << 32), std::memory_order_release);
     uint32_t& head = pool.free_buffer_slots();
-    slot.next_free = head;
+    slot.entry.next_free_ = head;
     head = uint32_t(value);  // the slot's index + 1
   }
   // Gives pool's empty list up to kRefillSlots slots: freed ones first, then new ones.

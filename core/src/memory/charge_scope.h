@@ -3,6 +3,8 @@
 // (host services) to the task.
 #pragma once
 
+#include <atomic>
+
 #include "common/thread_state.h"
 
 namespace gk {
@@ -10,6 +12,9 @@ namespace gk {
 class ChargeScope {
  public:
   explicit ChargeScope(MemoryOwner* owner) : previous_(thread_state.charge_owner) {
+    if (owner && !any_owner_.load(std::memory_order_relaxed)) {
+      any_owner_.store(true, std::memory_order_relaxed);
+    }
     thread_state.charge_owner = owner;
   }
   ~ChargeScope() { thread_state.charge_owner = previous_; }
@@ -18,9 +23,16 @@ class ChargeScope {
 
   // The innermost scope's owner, nullptr outside any scope.
   static MemoryOwner* current() { return thread_state.charge_owner; }
+  // The same, without the thread-local lookup (a call into the TLS resolver from a shared
+  // library, and a few cache lines on a cold call) until some thread has opened a scope with
+  // an owner. A thread's own scopes set the flag before it reads it, so relaxed order is enough.
+  static MemoryOwner* current_if_any() {
+    return any_owner_.load(std::memory_order_relaxed) ? thread_state.charge_owner : nullptr;
+  }
 
  private:
   MemoryOwner* previous_;
+  static inline constinit std::atomic<bool> any_owner_{false};  // a scope with an owner opened
 };
 
 }  // namespace gk

@@ -10,6 +10,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/recycled_blocks.h"
 #include "memory/buffer_table.h"
 
 namespace gk {
@@ -27,7 +28,8 @@ struct PoolSegment {
   PoolBlock* first = nullptr;
 };
 
-struct PoolBlock {
+// Two cache lines, aligned.
+struct alignas(64) PoolBlock {
   uintptr_t addr = 0;
   uint64_t size = 0;
   uint64_t requested = 0;
@@ -44,10 +46,12 @@ struct PoolBlock {
   PoolStream* lazy = nullptr;
   uint64_t free_seq = 0;
   bool ready = true;  // free and usable on any stream
-  bool free = true;
   int size_class = -1;
   MemoryOwner* owner = nullptr;
   EvictRecord* record = nullptr;
+  // Not beside `ready`: two neighbouring flags written together become one 16-bit store of a
+  // constant, which GCC loads from memory (a cache line more on a cold call).
+  bool free = true;
   bool raw = false;
 };
 
@@ -88,6 +92,7 @@ uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * 
 // Class sizes: 256 .. 4096 by 256 (16 classes), then 4 per power of two up to kSmallLimit.
 // A constant table: the hot path reads it without a guard for a function-local static.
 constexpr int kClassCount = 16 + 4 * (std::bit_width(kSmallLimit) - std::bit_width(uint64_t(4096)));
+static_assert(kClassCount == kSmallClassCount);
 constexpr std::array<uint64_t, kClassCount> kClassSizes = [] {
   std::array<uint64_t, kClassCount> s{};
   int i = 0;
@@ -118,7 +123,7 @@ std::string EvictionReport::text() const {
 }
 
 // Inline (here and in allocate_locked): every allocation computes its class.
-inline int size_class_of_inline(uint64_t bytes) {
+[[gnu::always_inline]] inline int size_class_of_inline(uint64_t bytes) {
   if (bytes <= 4096) return int((std::max<uint64_t>(bytes, 1) + 255) / 256) - 1;
   // p < bytes <= 2p for a power of two p >= 4096: the classes there are p + k * p / 4.
   int log2_p = std::bit_width(bytes - 1) - 1;
@@ -149,9 +154,8 @@ bool MemoryPool::BySize::operator()(const PoolBlock* a, const PoolBlock* b) cons
 }
 
 MemoryPool::MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend)
-    : label_(std::move(label)), backend_(std::move(backend)), lock_(take_lasting_lock()) {
+    : lock_(take_lasting_lock()), label_(std::move(label)), backend_(std::move(backend)) {
   unowned_.name = "(no owner)";
-  small_bins_.assign(size_t(size_class_count()), nullptr);
   spare_nodes_.reserve(kSpareNodes);
   // The legacy default stream lives as long as the device's context, which outlives the
   // pool: frees there need no event at once.
@@ -186,6 +190,10 @@ MemoryPool::~MemoryPool() {
     for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
   }
   BufferTable::instance().give_back_slots(free_buffer_slots_);
+  while (void* p = spare_storage_) {
+    spare_storage_ = *static_cast<void**>(p);
+    delete_storage(p);
+  }
   give_back_lasting_lock(lock_);
 }
 
@@ -740,9 +748,19 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
                                                                      cuda::CUstream stream,
                                                                      MemoryOwner* owner) {
   if (!owner) owner = &unowned_;
-  const int size_class = bytes <= kSmallLimit ? size_class_of_inline(bytes) : -1;
-  const uint64_t rounded =
-      size_class >= 0 ? kClassSizes[size_t(size_class)] : round_up(bytes, kLargeRounding);
+  // Up to 4 KiB, the class size is computed rather than read from the table (one cache line
+  // fewer on a cold call).
+  int size_class = -1;
+  uint64_t rounded;
+  if (bytes <= 4096) {
+    size_class = size_class_of_inline(bytes);
+    rounded = uint64_t(size_class + 1) * 256;
+  } else if (bytes <= kSmallLimit) {
+    size_class = size_class_of_inline(bytes);
+    rounded = kClassSizes[size_t(size_class)];
+  } else {
+    rounded = round_up(bytes, kLargeRounding);
+  }
   const bool limits_near = (owner->quota && owner->in_use + rounded > owner->quota) ||
                            (budget_ && stats_.bytes_in_use + rounded > budget_) ||
                            unused_reservations_ > 0;
@@ -970,12 +988,22 @@ void MemoryPool::restore(EvictRecord* r, cuda::CUstream stream) {
 
 // ---- public entry points ---------------------------------------------------------------
 
+void MemoryPool::hold() noexcept {
+  holder_ = holder_source_.lock();
+  holding_ = holder_ != nullptr;
+}
+
+void MemoryPool::let_go(std::shared_ptr<void>& holder) noexcept {
+  holder = std::move(holder_);
+  holding_ = false;
+}
+
 inline void MemoryPool::count_allocation() noexcept {
-  if (live_allocations_++ == 0 && !holder_) holder_ = holder_source_.lock();
+  if (live_allocations_++ == 0 && !holding_) hold();
 }
 
 inline void MemoryPool::uncount_allocation(std::shared_ptr<void>& holder) noexcept {
-  if (--live_allocations_ == 0 && closed_) holder = std::move(holder_);
+  if (--live_allocations_ == 0 && closed_) let_go(holder);
 }
 
 [[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_counted(uint64_t bytes,
@@ -1061,6 +1089,14 @@ void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
   std::shared_ptr<void> holder;  // released after the lock: it may own this pool
   std::lock_guard<SpinLock> guard(lock_);
   free_counted(b, stream, holder);
+}
+
+void* MemoryPool::new_storage() {
+  return ::operator new(kRecycledBlockSizes[0], kRecycledBlockAlignment);
+}
+
+void MemoryPool::delete_storage(void* p) noexcept {
+  ::operator delete(p, kRecycledBlockAlignment);
 }
 
 void MemoryPool::free_held(PoolBlock* b, cuda::CUstream stream,
@@ -1257,14 +1293,14 @@ void MemoryPool::unbind_stream(cuda::CUstream stream) noexcept {
 void MemoryPool::hold_while_live(std::weak_ptr<void> holder) {
   std::lock_guard<SpinLock> guard(lock_);
   holder_source_ = std::move(holder);
-  if (live_allocations_ > 0 && !holder_) holder_ = holder_source_.lock();
+  if (live_allocations_ > 0 && !holding_) hold();
 }
 
 void MemoryPool::close() noexcept {
   std::shared_ptr<void> holder;  // released after the lock: it may own this pool
   std::lock_guard<SpinLock> guard(lock_);
   closed_ = true;
-  if (live_allocations_ == 0) holder = std::move(holder_);
+  if (live_allocations_ == 0) let_go(holder);
 }
 
 MemoryOwner* MemoryPool::create_owner(const std::string& name, uint64_t quota) {

@@ -32,6 +32,7 @@
 // Thread-safe: one lock per pool (a SpinLock: short critical sections) guards everything below.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -75,6 +76,7 @@ constexpr uint64_t kMinSplitRemainder = kLargeRounding;
 
 // The size classes: multiples of 256 B up to 4 KiB, then four classes per power of two up
 // to 1 MiB. Returns the class index of `bytes` (<= kSmallLimit) and its size.
+constexpr int kSmallClassCount = 16 + 4 * (20 - 12);
 int size_class_of(uint64_t bytes);
 uint64_t size_class_size(int size_class);
 int size_class_count();
@@ -151,20 +153,21 @@ struct OwnerEvent {
   std::string text;
 };
 
-// An owner's quota and usage on one pool. Lives as long as the pool.
+// An owner's quota and usage on one pool. Lives as long as the pool. What every allocation
+// and free reads or writes comes first, on one cache line.
 struct MemoryOwner {
-  std::string name;
   uint64_t quota = 0;       // 0: none
   uint64_t in_use = 0;
   uint64_t peak = 0;
   uint64_t alloc_count = 0;
-  uint64_t failure_count = 0;
-  bool closed = false;      // its handle was destroyed; blocks still charged stay charged
   // Set by the scheduler for a task's owner. The class orders eviction: BestEffort (and
   // owners of no task) first, then Burstable memory above its request; Guaranteed memory is
   // never spilled for another owner. The request is held back from every other owner.
-  int32_t eviction_class = kEvictFirst;
   uint64_t request = 0;
+  int32_t eviction_class = kEvictFirst;
+  bool closed = false;      // its handle was destroyed; blocks still charged stay charged
+  uint64_t failure_count = 0;
+  std::string name;
   // What eviction did to or for this owner (the latest kOwnerEventLimit), oldest first.
   std::vector<OwnerEvent> events;
   uint64_t events_dropped = 0;
@@ -186,7 +189,9 @@ struct EvictRecord {
 
 struct EvictionReport;
 
-class MemoryPool {
+// Aligned to a cache line: the fields that every allocation and free touches come first,
+// on two lines (a call on a host whose caches went cold meanwhile misses on each line).
+class alignas(64) MemoryPool {
  public:
   MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend);
   ~MemoryPool();
@@ -226,6 +231,23 @@ class MemoryPool {
   // The buffer table's free slots kept for this pool's buffers (a list through the slots, 0:
   // none), guarded by lock(). The table fills it and takes it back when the pool goes.
   uint32_t& free_buffer_slots() { return free_buffer_slots_; }
+  // Storage for a buffer's Allocation, taken and given back under lock(): a block of
+  // recycled_blocks.h's first size, so that one given back through RecycledStorage (when a
+  // tensor over the buffer lets go last) joins the recycled lists like any other. Up to
+  // kSpareStorage are kept for the next buffer; the pool deletes them when it goes.
+  void* take_storage_held() {
+    void* p = spare_storage_;
+    if (!p) return new_storage();
+    spare_storage_ = *static_cast<void**>(p);
+    --spare_storage_count_;
+    return p;
+  }
+  void give_back_storage_held(void* p) noexcept {
+    if (spare_storage_count_ == kSpareStorage) return delete_storage(p);
+    *static_cast<void**>(p) = spare_storage_;
+    spare_storage_ = p;
+    ++spare_storage_count_;
+  }
   // From now on the block's (or record's) free is ordered in `stream`.
   void order_free_on(PoolBlock* block, cuda::CUstream stream) noexcept;
   void order_free_on(EvictRecord* record, cuda::CUstream stream) noexcept;
@@ -310,6 +332,10 @@ class MemoryPool {
   void take(PoolBlock* b, cuda::CUstream stream) noexcept;
   void take_for(PoolBlock* b, cuda::CUstream stream);
   uint64_t segment_size_for(uint64_t rounded, bool exact) const;
+  static void* new_storage();
+  static void delete_storage(void* storage) noexcept;
+  void hold() noexcept;
+  void let_go(std::shared_ptr<void>& holder) noexcept;
   bool grow(uint64_t rounded, bool exact);
   bool release_idle_for(uint64_t rounded);
   bool segment_settled(PoolSegment* s);
@@ -353,39 +379,44 @@ class MemoryPool {
   void uncount_allocation(std::shared_ptr<void>& holder) noexcept;
   void unbind_stream(cuda::CUstream stream) noexcept;
 
-  std::string label_;
-  std::unique_ptr<PoolBackend> backend_;
+  // Every allocation and free: the lock, what they count and the limits they check.
   SpinLock& lock_;
   uint32_t free_buffer_slots_ = 0;
-  PoolStats stats_;
-  uint64_t budget_ = 0;
+  bool closed_ = false;
+  bool holding_ = false;           // holder_ is set
+  uint16_t spare_storage_count_ = 0;
+  static constexpr uint16_t kSpareStorage = 64;
+  void* spare_storage_ = nullptr;  // take_storage_held's blocks, linked through their first word
+  uint64_t live_allocations_ = 0;  // hold_while_live: allocations live now
   uint64_t free_seq_ = 0;
-  uint64_t next_record_id_ = 1;
+  PoolStream* last_stream_ = nullptr;  // the tracked stream looked up last (frees come in runs)
+  uint64_t budget_ = 0;
   // Σ over owners of what their request holds beyond their use (kept as usage changes, so
   // the allocation path reads it instead of walking every owner).
   uint64_t unused_reservations_ = 0;
+  alignas(64) PoolStats stats_;  // its first line: bytes in use and requested, peaks, counts
+  std::array<PoolBlock*, kSmallClassCount> small_bins_{};  // heads of per-class free lists
+  alignas(64) MemoryOwner unowned_;
+  std::string label_;
+  std::unique_ptr<PoolBackend> backend_;
+  uint64_t next_record_id_ = 1;
   std::vector<std::unique_ptr<MemoryOwner>> owners_;
-  MemoryOwner unowned_;
   std::vector<PoolSegment*> segments_;
   FreeSet medium_free_;                             // free blocks of medium segments
   FreeSet huge_free_;                               // free blocks of huge segments
   PoolBlock* recent_large_ = nullptr;  // a free large block kept out of its set (free_large)
   std::vector<FreeSet::node_type> spare_nodes_;     // capacity kSpareNodes, reserved
-  // Tracked streams by handle, and the last one looked up (frees come in runs on a stream).
+  // Tracked streams by handle.
   std::unordered_map<cuda::CUstream, std::unique_ptr<PoolStream>> streams_;
-  PoolStream* last_stream_ = nullptr;
-  std::vector<PoolBlock*> small_bins_;              // heads of per-class free lists
   PoolSegment* small_current_ = nullptr;            // the small segment being carved
   std::unordered_map<uintptr_t, PoolBlock*> raw_live_;
   std::vector<EvictRecord*> spilled_;               // for the snapshot
   EvictRecord* lru_head_ = nullptr;                 // most recently used resident record
   EvictRecord* lru_tail_ = nullptr;
   std::vector<PoolBlock*> spare_blocks_;            // recycled PoolBlock structs
-  // hold_while_live: allocations live now, and the holder kept while there are any.
-  uint64_t live_allocations_ = 0;
+  // hold_while_live: the holder kept while any allocation is live.
   std::weak_ptr<void> holder_source_;
   std::shared_ptr<void> holder_;
-  bool closed_ = false;
 };
 
 }  // namespace gk
