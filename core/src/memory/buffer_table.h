@@ -26,6 +26,7 @@
 #include "common/spin_lock.h"
 #include "gpukit/gpukit.h"
 #include "memory/device_memory.h"
+#include "memory/memory_pool_inline.h"
 
 namespace gk {
 

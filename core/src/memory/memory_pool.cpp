@@ -12,62 +12,14 @@
 #include "common/error.h"
 #include "common/recycled_blocks.h"
 #include "memory/buffer_table.h"
+#include "memory/memory_pool_inline.h"
 
 namespace gk {
 
-struct PoolSegment {
-  uintptr_t base = 0;
-  uint64_t size = 0;
-  bool small = false;
-  bool huge = false;  // made for one huge request: its blocks live in huge_free_
-  // Small segments: bytes carved so far, blocks not free, every block carved.
-  uint64_t bump = 0;
-  uint64_t live = 0;
-  std::vector<PoolBlock*> carved;
-  // Large segments: the lowest block (blocks chain by address through prev/next).
-  PoolBlock* first = nullptr;
-};
-
-// Two cache lines, aligned.
-struct alignas(64) PoolBlock {
-  uintptr_t addr = 0;
-  uint64_t size = 0;
-  uint64_t requested = 0;
-  PoolSegment* segment = nullptr;
-  PoolBlock* prev = nullptr;  // address neighbours in a large segment
-  PoolBlock* next = nullptr;
-  PoolBlock* bin_prev = nullptr;  // a small class's free list
-  PoolBlock* bin_next = nullptr;
-  // Live: the stream it was allocated in. Free: the stream it was freed in; unless `ready`,
-  // either `lazy` (a tracked stream: complete once an event recorded there after free_seq
-  // has completed) or `event` (recorded at free on a stream the pool does not track).
-  cuda::CUstream stream = nullptr;
-  void* event = nullptr;
-  PoolStream* lazy = nullptr;
-  uint64_t free_seq = 0;
-  bool ready = true;  // free and usable on any stream
-  int size_class = -1;
-  MemoryOwner* owner = nullptr;
-  EvictRecord* record = nullptr;
-  // Not beside `ready`: two neighbouring flags written together become one 16-bit store of a
-  // constant, which GCC loads from memory (a cache line more on a cold call).
-  bool free = true;
-  bool raw = false;
-};
-
-// A tracked stream's free epochs. Every free is numbered (free_seq_, pool-wide); an event
-// recorded on the stream when free_seq_ was N completes after every free made there with a
-// number <= N, since those were queued in the stream's order before it.
-struct PoolStream {
-  struct Epoch {
-    void* event;
-    uint64_t seq;  // free_seq_ when recorded
-  };
-  cuda::CUstream stream = nullptr;
-  uint64_t completed_seq = 0;   // frees here numbered <= this are complete on the device
-  uint64_t last_free_seq = 0;   // the latest free made here
-  std::vector<Epoch> events;    // recorded and not known complete, oldest first
-};
+using pool_detail::kClassCount;
+using pool_detail::kClassSizes;
+using pool_detail::round_up;
+using pool_detail::size_class_of_inline;
 
 struct EvictionReport {
   int spilled = 0;
@@ -87,22 +39,6 @@ std::string hex(uintptr_t value) {
   return text;
 }
 
-uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
-
-// Class sizes: 256 .. 4096 by 256 (16 classes), then 4 per power of two up to kSmallLimit.
-// A constant table: the hot path reads it without a guard for a function-local static.
-constexpr int kClassCount = 16 + 4 * (std::bit_width(kSmallLimit) - std::bit_width(uint64_t(4096)));
-static_assert(kClassCount == kSmallClassCount);
-constexpr std::array<uint64_t, kClassCount> kClassSizes = [] {
-  std::array<uint64_t, kClassCount> s{};
-  int i = 0;
-  for (uint64_t v = 256; v <= 4096; v += 256) s[size_t(i++)] = v;
-  for (uint64_t p = 4096; p < kSmallLimit; p *= 2) {
-    for (uint64_t k = 1; k <= 4; ++k) s[size_t(i++)] = p + p / 4 * k;
-  }
-  return s;
-}();
-
 // Stream-order helpers for PoolStream: the first `n` events are known complete.
 void complete_through(PoolStream* ps, size_t n, PoolBackend& backend) noexcept {
   if (n == 0) return;
@@ -120,17 +56,6 @@ std::string EvictionReport::text() const {
   if (skipped_pinned) t += ", skipped " + std::to_string(skipped_pinned) + " mapped or in use";
   if (host_short) t += ", " + std::to_string(host_short) + " could not get host memory";
   return t;
-}
-
-// Inline (here and in allocate_locked): every allocation computes its class.
-[[gnu::always_inline]] inline int size_class_of_inline(uint64_t bytes) {
-  if (bytes <= 4096) return int((std::max<uint64_t>(bytes, 1) + 255) / 256) - 1;
-  // p < bytes <= 2p for a power of two p >= 4096: the classes there are p + k * p / 4.
-  int log2_p = std::bit_width(bytes - 1) - 1;
-  uint64_t quarter = (uint64_t(1) << log2_p) / 4;
-  // 1..4; a shift, as quarter is a power of two (a 64-bit division costs tens of cycles).
-  int k = int((bytes - (uint64_t(1) << log2_p) + quarter - 1) >> (log2_p - 2));
-  return 16 + 4 * (log2_p - 12) + k - 1;
 }
 
 int size_class_of(uint64_t bytes) {
@@ -223,11 +148,6 @@ void* MemoryPool::address(const PoolBlock* block) { return reinterpret_cast<void
 uint64_t MemoryPool::block_size(const PoolBlock* block) { return block->size; }
 
 // ---- usability across streams ---------------------------------------------------------
-
-inline PoolStream* MemoryPool::tracked(cuda::CUstream stream) noexcept {
-  if (last_stream_ && last_stream_->stream == stream) return last_stream_;
-  return tracked_lookup(stream);
-}
 
 PoolStream* MemoryPool::tracked_lookup(cuda::CUstream stream) noexcept {
   auto it = streams_.find(stream);
@@ -323,15 +243,6 @@ void MemoryPool::wait_for(PoolBlock* b, cuda::CUstream stream) {
   ++stats_.cross_stream_waits;
 }
 
-inline void MemoryPool::take(PoolBlock* b, cuda::CUstream stream) noexcept {
-  if (b->event) backend_->release_event(b->event);
-  b->event = nullptr;
-  b->lazy = nullptr;
-  b->ready = true;
-  b->free = false;
-  b->stream = stream;
-}
-
 // Makes a free block safe to use on `stream`: waits there for its free when it was freed
 // on another stream and that has not completed (no host blocking), and takes it.
 void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
@@ -341,14 +252,6 @@ void MemoryPool::take_for(PoolBlock* b, cuda::CUstream stream) {
 
 // ---- small blocks ----------------------------------------------------------------------
 
-inline void MemoryPool::bin_push(PoolBlock* b) {
-  PoolBlock*& head = small_bins_[size_t(b->size_class)];
-  b->bin_prev = nullptr;
-  b->bin_next = head;
-  if (head) head->bin_prev = b;
-  head = b;
-}
-
 void MemoryPool::bin_remove(PoolBlock* b) {
   if (b->bin_prev) {
     b->bin_prev->bin_next = b->bin_next;
@@ -357,20 +260,6 @@ void MemoryPool::bin_remove(PoolBlock* b) {
   }
   if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
   b->bin_prev = b->bin_next = nullptr;
-}
-
-// The common case, inlined into allocate_locked: the most recently freed block of the class
-// (the head of its list) is usable on this stream.
-[[gnu::always_inline]] inline PoolBlock* MemoryPool::try_small(int size_class,
-                                                               cuda::CUstream stream) {
-  PoolBlock* b = small_bins_[size_t(size_class)];
-  if (!b || !(b->ready || b->stream == stream)) return try_small_rest(size_class, stream);
-  small_bins_[size_t(size_class)] = b->bin_next;
-  if (b->bin_next) b->bin_next->bin_prev = nullptr;
-  b->bin_next = nullptr;
-  take(b, stream);
-  ++b->segment->live;
-  return b;
 }
 
 PoolBlock* MemoryPool::try_small_rest(int size_class, cuda::CUstream stream) {
@@ -680,38 +569,6 @@ uint64_t MemoryPool::release_free_segments() noexcept {
 
 // ---- accounting ------------------------------------------------------------------------
 
-// Inline: every allocation and free charges. Only a scheduler task's owner has a request, so
-// the sum of unused reservations changes only for those.
-inline void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
-  b->owner = owner;
-  b->requested = requested;
-  if (owner->request) {
-    unused_reservations_ -= unused_reservation(owner);
-    owner->in_use += b->size;
-    unused_reservations_ += unused_reservation(owner);
-  } else {
-    owner->in_use += b->size;
-  }
-  owner->peak = std::max(owner->peak, owner->in_use);
-  stats_.bytes_in_use += b->size;
-  stats_.bytes_requested += requested;
-  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-}
-
-inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
-  MemoryOwner* owner = b->owner;
-  if (owner->request) {
-    unused_reservations_ -= unused_reservation(owner);
-    owner->in_use -= b->size;
-    unused_reservations_ += unused_reservation(owner);
-  } else {
-    owner->in_use -= b->size;
-  }
-  stats_.bytes_in_use -= b->size;
-  stats_.bytes_requested -= b->requested;
-  b->owner = nullptr;
-}
-
 std::string MemoryPool::holders_text() {
   std::vector<const MemoryOwner*> all{&unowned_};
   for (auto& o : owners_) all.push_back(o.get());
@@ -739,38 +596,6 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
       human_bytes(stats_.bytes_in_use) + ", budget " + (budget_ ? human_bytes(budget_) : "none") +
       "; largest holders: " + holders_text() + "; " + report.text();
   fail(GK_RESOURCE_EXHAUSTED, message);
-}
-
-// The common case stays short: no limit is near (one compare each) and a free block is at
-// hand. Evicting for a limit and growing the pool are out of line (allocate_after_miss).
-// Inlined into each entry point, so that the hot one (allocate) makes no call under its lock.
-[[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_locked(uint64_t bytes,
-                                                                     cuda::CUstream stream,
-                                                                     MemoryOwner* owner) {
-  if (!owner) owner = &unowned_;
-  // Up to 4 KiB, the class size is computed rather than read from the table (one cache line
-  // fewer on a cold call).
-  int size_class = -1;
-  uint64_t rounded;
-  if (bytes <= 4096) {
-    size_class = size_class_of_inline(bytes);
-    rounded = uint64_t(size_class + 1) * 256;
-  } else if (bytes <= kSmallLimit) {
-    size_class = size_class_of_inline(bytes);
-    rounded = kClassSizes[size_t(size_class)];
-  } else {
-    rounded = round_up(bytes, kLargeRounding);
-  }
-  const bool limits_near = (owner->quota && owner->in_use + rounded > owner->quota) ||
-                           (budget_ && stats_.bytes_in_use + rounded > budget_) ||
-                           unused_reservations_ > 0;
-  PoolBlock* b = nullptr;
-  if (!limits_near) {
-    b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
-  }
-  if (!b) b = allocate_after_miss(bytes, rounded, size_class, stream, owner, limits_near);
-  charge(b, bytes, owner);
-  return b;
 }
 
 // A limit is near (`limits_near`: make room for it, evicting, then try the free blocks), or
@@ -998,65 +823,10 @@ void MemoryPool::let_go(std::shared_ptr<void>& holder) noexcept {
   holding_ = false;
 }
 
-inline void MemoryPool::count_allocation() noexcept {
-  if (live_allocations_++ == 0 && !holding_) hold();
-}
-
-inline void MemoryPool::uncount_allocation(std::shared_ptr<void>& holder) noexcept {
-  if (--live_allocations_ == 0 && closed_) let_go(holder);
-}
-
-[[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_counted(uint64_t bytes,
-                                                                      cuda::CUstream stream,
-                                                                      MemoryOwner* owner,
-                                                                      void** address) {
-  PoolBlock* b = allocate_locked(bytes, stream, owner);
-  ++stats_.alloc_count;
-  ++b->owner->alloc_count;
-  count_allocation();
-  if (address) *address = reinterpret_cast<void*>(b->addr);
-  return b;
-}
-
 PoolBlock* MemoryPool::allocate(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
                                 void** address) {
   std::lock_guard<SpinLock> guard(lock_);
   return allocate_counted(bytes, stream, owner, address);
-}
-
-PoolBlock* MemoryPool::allocate_held(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
-                                     void** address) {
-  return allocate_counted(bytes, stream, owner, address);
-}
-
-// Inline for a small block (the common case); a large one merges with its free neighbours
-// out of line (free_large).
-inline void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) noexcept {
-  b->free = true;
-  b->stream = stream;
-  b->free_seq = ++free_seq_;
-  b->event = nullptr;
-  b->lazy = nullptr;
-  b->ready = true;
-  if (!ready) {
-    if (PoolStream* ps = tracked(stream)) {
-      // No driver call: an event is recorded only if another stream wants the block.
-      b->lazy = ps;
-      b->ready = false;
-      ps->last_free_seq = b->free_seq;
-    } else {
-      // The stream may be gone by the time another one wants the block: record now.
-      b->event = backend_->record_event(stream);
-      b->ready = !b->event;
-      ++stats_.events_recorded;
-    }
-  }
-  if (b->size_class >= 0) {
-    --b->segment->live;
-    bin_push(b);
-    return;
-  }
-  free_large(b);
 }
 
 void MemoryPool::free_large(PoolBlock* b) noexcept {
@@ -1076,14 +846,6 @@ void MemoryPool::free_large(PoolBlock* b) noexcept {
   recent_large_ = b;
 }
 
-[[gnu::always_inline]] inline void MemoryPool::free_counted(PoolBlock* b, cuda::CUstream stream,
-                                                            std::shared_ptr<void>& holder) noexcept {
-  ++stats_.free_count;
-  uncharge(b);
-  free_locked(b, stream == kOwnStream ? b->stream : stream, false);
-  uncount_allocation(holder);
-}
-
 void MemoryPool::free(PoolBlock* b, cuda::CUstream stream) noexcept {
   if (!b) return;
   std::shared_ptr<void> holder;  // released after the lock: it may own this pool
@@ -1097,11 +859,6 @@ void* MemoryPool::new_storage() {
 
 void MemoryPool::delete_storage(void* p) noexcept {
   ::operator delete(p, kRecycledBlockAlignment);
-}
-
-void MemoryPool::free_held(PoolBlock* b, cuda::CUstream stream,
-                           std::shared_ptr<void>& holder) noexcept {
-  free_counted(b, stream, holder);
 }
 
 void MemoryPool::order_free_on(PoolBlock* b, cuda::CUstream stream) noexcept {

@@ -217,11 +217,14 @@ class alignas(64) MemoryPool {
   // caller that holds it. A held free may set `holder` to what the pool let go of (its
   // runtime, after its last allocation): reset it after unlocking, and touch the pool no more.
   SpinLock& lock() const { return lock_; }
-  PoolBlock* allocate_held(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
-                           void** address);
+  // Inline, in memory_pool_inline.h (so are the block-level fast paths they share with the
+  // functions above).
+  inline PoolBlock* allocate_held(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
+                                  void** address);
+  inline void free_held(PoolBlock* block, cuda::CUstream stream,
+                        std::shared_ptr<void>& holder) noexcept;
   EvictRecord* allocate_evictable_held(uint64_t bytes, cuda::CUstream stream,
                                        MemoryOwner* owner, void** address);
-  void free_held(PoolBlock* block, cuda::CUstream stream, std::shared_ptr<void>& holder) noexcept;
   void free_held(EvictRecord* record, cuda::CUstream stream,
                  std::shared_ptr<void>& holder) noexcept;
   void order_free_on_held(PoolBlock* block, cuda::CUstream stream) noexcept;
