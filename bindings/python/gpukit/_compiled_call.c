@@ -290,6 +290,16 @@ static PyObject* tensor_cdata(gk_tensor* tensor) {
 
 /* A GPUArray over `tensor` (whose reference it takes), as _array.call makes for outputs:
  * _rt, _t, _device and _stream set, the descriptor read on first use. */
+/* -1 with the exception _lib.check raises for a failed status (the Python path's error,
+ * message included); 0 for GK_OK. */
+static int raise_for_status(gk_status status) {
+  if (status == 0) return 0;
+  PyObject* r = PyObject_CallFunction(g.check, "i", (int)status);
+  if (r == NULL) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
 static PyObject* wrap_output(gk_tensor* tensor, PyObject* rt, PyObject* device,
                              PyObject* stream) {
   PyObject* t = tensor_cdata(tensor);
@@ -473,11 +483,7 @@ static PyObject* call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 #ifndef GPUKIT_CALL_HOLDS_GIL
     Py_END_ALLOW_THREADS
 #endif
-    if (status != 0) {
-      PyObject* r = PyObject_CallFunction(g.check, "i", (int)status);
-      if (r == NULL) goto done;
-      Py_DECREF(r);
-    }
+    if (raise_for_status(status) < 0) goto done;
     if (created_count == 1) {
       result = wrap_output(created[0], rt, device, stream);
       if (result == NULL) g.tensor_release(created[0]);
@@ -501,11 +507,7 @@ static PyObject* call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 #ifndef GPUKIT_CALL_HOLDS_GIL
     Py_END_ALLOW_THREADS
 #endif
-    if (status != 0) {
-      PyObject* r = PyObject_CallFunction(g.check, "i", (int)status);
-      if (r == NULL) goto done;
-      Py_DECREF(r);
-    }
+    if (raise_for_status(status) < 0) goto done;
     PyObject** outs = h.items + n;
     for (Py_ssize_t i = 0; i < m; i++) {  /* o._stream = stream */
       PyObject* old = SLOT(outs[i], g.off_stream);
