@@ -765,18 +765,22 @@ TEST_F(PoolFixture, idle_segments_stay_while_the_reserve_is_within_the_headroom)
 
 // ---- the replayed trace (perf/memory/pool_trace.h, bench_pool section 2) ----------------
 
-// Segments at made-up addresses that are never touched, and events that complete after
-// `lag` queries (0: complete when recorded, as on the cpu device or an idle GPU).
+// Segments at made-up addresses that are never touched, on a device of `capacity` bytes,
+// and events that complete after `lag` queries (0: complete when recorded, as on the cpu
+// device or an idle GPU).
 class TraceBackend final : public PoolBackend {
  public:
-  explicit TraceBackend(int lag) : lag_(lag) {}
+  explicit TraceBackend(int lag, uint64_t capacity = uint64_t(80) << 30)
+      : lag_(lag), capacity_(capacity) {}
   ~TraceBackend() override { EXPECT_EQ(events_live_, 0); }
   void* map_segment(uint64_t bytes) override {
+    if (mapped_ + bytes > capacity_) return nullptr;  // the device is full
+    mapped_ += bytes;
     uintptr_t base = next_;
     next_ += bytes + kSegmentRounding;  // a gap: neighbouring segments are never adjacent
     return reinterpret_cast<void*>(base);
   }
-  void unmap_segment(void*, uint64_t) noexcept override {}
+  void unmap_segment(void*, uint64_t bytes) noexcept override { mapped_ -= bytes; }
   void* record_event(cuda::CUstream) noexcept override {
     if (lag_ == 0) return nullptr;
     ++events_live_;
@@ -793,20 +797,25 @@ class TraceBackend final : public PoolBackend {
   void host_free(void* p) noexcept override { std::free(p); }
   void copy_to_host(void*, const void*, uint64_t, cuda::CUstream) override {}
   void copy_to_device(void*, const void*, uint64_t, cuda::CUstream) override {}
-  uint64_t total_memory() override { return uint64_t(80) << 30; }
-  uint64_t free_memory() override { return uint64_t(80) << 30; }
+  uint64_t total_memory() override { return capacity_; }
+  uint64_t free_memory() override { return capacity_ - mapped_; }
 
  private:
   int lag_;
+  uint64_t capacity_;
+  uint64_t mapped_ = 0;
   int events_live_ = 0;
   uintptr_t next_ = uintptr_t(1) << 44;
 };
 
 // Replays the trace on two tracked streams, as bench_pool does through the C ABI; returns
-// peak reserved / peak live.
-double replay_trace(uint64_t seed, int lag) {
+// peak reserved / peak live. `capacity`: the device's size; `budget`: the pool's (0: none).
+// An allocation that fails fails the test (the pool throws).
+double replay_trace(uint64_t seed, int lag, uint64_t capacity = uint64_t(80) << 30,
+                    uint64_t budget = 0) {
   std::vector<perf::TraceEvent> trace = perf::make_pool_trace(seed);
-  MemoryPool pool("trace:0", std::make_unique<TraceBackend>(lag));
+  MemoryPool pool("trace:0", std::make_unique<TraceBackend>(lag, capacity));
+  pool.set_budget(budget);
   const cuda::CUstream streams[2] = {S1, S2};
   for (cuda::CUstream s : streams) pool.track_stream(s);
   std::vector<PoolBlock*> blocks(perf::trace_slots(trace), nullptr);
@@ -848,6 +857,22 @@ TEST(MemoryPoolTrace, replayed_trace_reserves_at_most_1_10_times_its_live_peak) 
 // when this was written (2026-11); the bound leaves room for the spread between seeds.
 TEST(MemoryPoolTrace, other_seeds_of_the_trace_stay_near_1_10) {
   for (uint64_t seed = 1; seed <= 8; ++seed) EXPECT_LE(replay_trace(seed, 0), 1.12) << seed;
+}
+
+// Issue 3: no out-of-memory while live memory stays within 90% of the memory there is. The
+// trace's live peak is 90% of the device (segments beyond it fail to map, so the pool must
+// give idle segments back and reuse free blocks), then 90% of a budget on a large device.
+TEST(MemoryPoolTrace, trace_fits_a_device_or_budget_of_its_live_peak_over_0_9) {
+  for (uint64_t seed : {perf::kTraceSeed, uint64_t(1), uint64_t(2), uint64_t(3)}) {
+    const double peak_live = double(perf::trace_peak_live(perf::make_pool_trace(seed)));
+    const auto room = static_cast<uint64_t>(peak_live / 0.9);
+    for (int lag : {0, 3}) {
+      EXPECT_NO_THROW(replay_trace(seed, lag, room)) << "device of " << room << " bytes, seed "
+                                                     << seed << ", lag " << lag;
+      EXPECT_NO_THROW(replay_trace(seed, lag, uint64_t(80) << 30, room))
+          << "budget of " << room << " bytes, seed " << seed << ", lag " << lag;
+    }
+  }
 }
 
 }  // namespace
