@@ -6,7 +6,8 @@
 // call), so no Python call overhead is counted, on a non-blocking stream it creates, as
 // bench_pool does. Only libc10 and libc10_cuda are linked, so c10's stream pool is not
 // used: without libtorch_cuda it reaches a hook that throws ("Should never been called",
-// dummyHasPrimaryContext).
+// dummyHasPrimaryContext). Then section 2: bench_pool's replayed trace (pool_trace.h)
+// through the same allocator, peak reserved against peak live.
 //
 // Not built by CMake: torch is no dependency of GPUkit. `perf/run_gpu.sh bench` builds and
 // runs it, after bench_pool, where python3 has torch with CUDA. By hand, from the repository
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "pair_timing.h"
+#include "pool_trace.h"
 
 #ifndef GK_TORCH_VERSION
 #define GK_TORCH_VERSION "unknown"
@@ -122,6 +124,48 @@ int run(int device, const char* json_path) {
   alloc::emptyCache();
   C10_CUDA_CHECK(cudaStreamDestroy(stream));
 
+  // ---- 2. the replayed trace (bench_pool's section 2: pool_trace.h, the same seed, event
+  // count and live cap) --------------------------------------------------------------------
+  // A free "on the other stream" is a plain raw_delete here, returned to the allocation's
+  // stream: a PyTorch user would call record_stream for the other stream first, which holds
+  // the block until an event completes, so the reserved peak below is a lower bound for
+  // PyTorch on this trace.
+  const uint64_t live_cap = std::min<uint64_t>(props.totalGlobalMem / 4, uint64_t(16) << 30);
+  const std::vector<gk::perf::TraceEvent> trace =
+      gk::perf::make_pool_trace(gk::perf::kTraceSeed, gk::perf::kTraceEvents, live_cap);
+  const double peak_live = double(gk::perf::trace_peak_live(trace));
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  for (cudaStream_t& s : streams) {
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  std::vector<void*> ptrs(gk::perf::trace_slots(trace), nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const gk::perf::TraceEvent& e : trace) {
+    if (e.alloc) {
+      ptrs[e.slot] = alloc::raw_alloc_with_stream(e.size, streams[e.stream]);
+    } else {
+      alloc::raw_delete(ptrs[e.slot]);
+    }
+  }
+  for (cudaStream_t s : streams) C10_CUDA_CHECK(cudaStreamSynchronize(s));
+  const double replay_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Index 0 of each stat array is the aggregate over pool kinds.
+  const auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  const double peak_in_use = double(stats.allocated_bytes[0].peak);
+  const double peak_reserved = double(stats.reserved_bytes[0].peak);
+  std::printf("\n2. replayed trace: %zu events, 256 B..256 MiB, 2 streams; peak live %s\n",
+              trace.size(), mib(peak_live).c_str());
+  std::printf("%-28s %14s %16s %10s %12s\n", "", "peak in use", "peak reserved", "res/live",
+              "replay ms");
+  std::printf("%-28s %14s %16s %10.3f %12.1f\n", "PyTorch caching allocator",
+              mib(peak_in_use).c_str(), mib(peak_reserved).c_str(), peak_reserved / peak_live,
+              replay_ms);
+  std::printf("(frees on the other stream without record_stream: a lower bound for PyTorch)\n");
+  alloc::emptyCache();
+  for (cudaStream_t s : streams) C10_CUDA_CHECK(cudaStreamDestroy(s));
+
   if (json_path) {
     FILE* f = std::fopen(json_path, "w");
     if (!f) {
@@ -139,6 +183,11 @@ int run(int device, const char* json_path) {
       std::fprintf(f, ",\"fresh_thread_4096\":{\"p50_ns\":%.1f,\"p99_ns\":%.1f}", fresh.p50,
                    fresh.p99);
     }
+    std::fprintf(f,
+                 ",\"trace\":{\"events\":%zu,\"peak_live\":%.0f,\"peak_in_use\":%.0f,"
+                 "\"peak_reserved\":%.0f,\"reserved_over_live\":%.4f,\"replay_ms\":%.2f}",
+                 trace.size(), peak_live, peak_in_use, peak_reserved, peak_reserved / peak_live,
+                 replay_ms);
     std::fprintf(f, "}\n");
     std::fclose(f);
   }
