@@ -6,11 +6,12 @@
  *   op          a str
  *   inputs      a list or tuple of GPUArray (the exact class), at least one
  *   attrs       None, or a dict (exact) of str names to None (skipped), bool and int
- *               (GK_ATTR_INT), float (GK_ATTR_FLOAT) and str (GK_ATTR_STRING) values
+ *               (GK_ATTR_INT), float (GK_ATTR_FLOAT), str (GK_ATTR_STRING) and list or
+ *               tuple of bool/int (GK_ATTR_INTS, 64 values in all) values
  *   out         None (gk_op_call_alloc creates `num_outputs` outputs, an int 1..16), a
  *               GPUArray, or a list or tuple of them (gk_op_call)
  *   stream      None (then the task stream rule of _array.call) or a gpukit Stream
- * Everything else (other argument types, int-list attributes, a value that does not fit,
+ * Everything else (other argument types, other attribute values, a value that does not fit,
  * more than 32 tensors or 16 attributes, a missing slot, …) is handed to the Python function
  * unchanged, which gives every result and every error of the Python path. Nothing with an
  * effect happens before that decision: the C call is the first.
@@ -66,6 +67,7 @@ enum {
   kMaxTensors = 32,  /* inputs + outputs served here; more go to the Python path */
   kMaxCreated = 16,  /* num_outputs for gk_op_call_alloc */
   kMaxAttrs = 16,
+  kMaxAttrInts = 64, /* int-list attribute values of one call, all lists together */
   kMaxCdataTypes = 4,
   kMaxHeld = kMaxTensors + 2 * kMaxAttrs + 2,
 };
@@ -197,12 +199,30 @@ static int keyword_index(PyObject* name) {
   return -1;
 }
 
-/* Encodes `attrs` (an exact dict, not empty) as _array._attrs does. Returns the number of
- * attributes, or -1 where the Python path must encode them (no exception left set). */
-static int encode_attrs(PyObject* attrs, gk_attr* out, held_refs* h) {
+/* An int as _array._attrs encodes it (bool or exact int in int64 range): 0 and *out set,
+ * else -1 (the Python path must encode it; no exception left set). */
+static int encode_int(PyObject* value, int64_t* out) {
+  if (value == Py_True || value == Py_False) {
+    *out = value == Py_True;
+    return 0;
+  }
+  if (!PyLong_CheckExact(value)) return -1;
+  int overflow;
+  long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+  if (overflow != 0) return -1; /* cffi's OverflowError, from the Python path */
+  *out = v;
+  return 0;
+}
+
+/* Encodes `attrs` (an exact dict, not empty) as _array._attrs does. A list or tuple of ints
+ * becomes GK_ATTR_INTS over `ints`, which holds kMaxAttrInts values for all of them.
+ * Returns the number of attributes, or -1 where the Python path must encode them (no
+ * exception left set). */
+static int encode_attrs(PyObject* attrs, gk_attr* out, int64_t* ints, held_refs* h) {
   Py_ssize_t pos = 0;
   PyObject *name, *value;
   int n = 0;
+  int ints_used = 0;
   while (PyDict_Next(attrs, &pos, &name, &value)) {
     if (value == Py_None) continue;  /* _attrs skips None */
     if (n == kMaxAttrs || !PyUnicode_CheckExact(name)) return -1;
@@ -211,15 +231,28 @@ static int encode_attrs(PyObject* attrs, gk_attr* out, held_refs* h) {
     a->name = PyUnicode_AsUTF8AndSize(name, &len);
     if (a->name == NULL) goto refused;
     a->count = 0;
-    if (value == Py_True || value == Py_False) {
+    if (value == Py_True || value == Py_False || PyLong_CheckExact(value)) {
       a->type = GK_ATTR_INT;
-      a->value.i = value == Py_True;
-    } else if (PyLong_CheckExact(value)) {
-      int overflow;
-      long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-      if (overflow != 0) return -1;  /* cffi's OverflowError, from the Python path */
-      a->type = GK_ATTR_INT;
-      a->value.i = v;
+      if (encode_int(value, &a->value.i) < 0) return -1;
+    } else if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+      /* Read under the GIL, which this function keeps: the list cannot change meanwhile. */
+      const Py_ssize_t count = PySequence_Size(value);
+      if (count < 0 || count > kMaxAttrInts - ints_used) {
+        PyErr_Clear();
+        return -1;
+      }
+      for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject* item = PyList_CheckExact(value) ? PyList_GetItem(value, j)
+                                                   : PyTuple_GetItem(value, j);
+        if (item == NULL || encode_int(item, &ints[ints_used + j]) < 0) {
+          PyErr_Clear();
+          return -1; /* floats, NumPy ints, …: int(v) on the Python path */
+        }
+      }
+      a->type = GK_ATTR_INTS;
+      a->count = (int32_t)count;
+      a->value.ints = &ints[ints_used];
+      ints_used += (int)count;
     } else if (PyFloat_CheckExact(value)) {
       a->type = GK_ATTR_FLOAT;
       a->value.f = PyFloat_AsDouble(value);
@@ -229,7 +262,7 @@ static int encode_attrs(PyObject* attrs, gk_attr* out, held_refs* h) {
       if (a->value.s == NULL) goto refused;
       hold(h, value);
     } else {
-      return -1;  /* lists (GK_ATTR_INTS), NumPy scalars, int subclasses, … */
+      return -1;  /* NumPy scalars, int subclasses, other sequences, … */
     }
     hold(h, name);
     n++;
@@ -361,6 +394,7 @@ static PyObject* call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   h.count = 0;
   gk_tensor* tensors[kMaxTensors];
   gk_attr attr_array[kMaxAttrs];
+  int64_t attr_ints[kMaxAttrInts];
   gk_op_args op_args;
   PyObject* stream = NULL;  /* owned */
   PyObject* result = NULL;
@@ -451,7 +485,7 @@ static PyObject* call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     if (!PyDict_CheckExact(attrs)) goto python;
     if (PyDict_Size(attrs) > 0) {
       /* A dict of only None values still passes its (empty) array, as _attrs does. */
-      int count = encode_attrs(attrs, attr_array, &h);
+      int count = encode_attrs(attrs, attr_array, attr_ints, &h);
       if (count < 0) goto python;
       op_args.attrs = attr_array;
       op_args.num_attrs = count;
