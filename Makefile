@@ -40,30 +40,26 @@ help:
 # ---------------------------------------------------------------------------------------
 deps:
 ifneq ($(SKIP_DEPS),1)
+	@# Python.h for gpukit._compiled_call (bindings/python/CMakeLists.txt): a Debian
+	@# interpreter (or a venv of one) needs python3.X-dev; others (pyenv, conda) ship theirs.
 	@missing=""; \
 	for p in $(APT_PACKAGES); do \
 	  dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
+	if command -v $(PYTHON) >/dev/null && ! $(HAS_PYTHON_H); then \
+	  exe="$$(readlink -f "$$($(PYTHON) -c 'import sys; print(sys.executable)')")"; \
+	  if dpkg -S "$$exe" >/dev/null 2>&1; then \
+	    missing="$$missing python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev"; \
+	  else \
+	    echo "make: no Python.h for $$exe: gpukit._compiled_call is not built" \
+	         "(gpukit.call runs its Python implementation)"; \
+	  fi; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "make: installing Debian packages:$$missing"; \
 	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
 	  $$sudo apt-get update; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
-	fi
-	@# Python.h for gpukit._compiled_call (bindings/python/CMakeLists.txt): a Debian
-	@# interpreter (or a venv of one) needs python3.X-dev; others (pyenv, conda) ship theirs.
-	@if command -v $(PYTHON) >/dev/null && ! $(HAS_PYTHON_H); then \
-	  exe="$$(readlink -f "$$($(PYTHON) -c 'import sys; print(sys.executable)')")"; \
-	  pkg="python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev"; \
-	  if dpkg -S "$$exe" >/dev/null 2>&1; then \
-	    echo "make: installing Debian package: $$pkg (Python headers for $$exe)"; \
-	    sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	    $$sudo apt-get update; \
-	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "$$pkg"; \
-	  else \
-	    echo "make: no Python.h for $$exe: gpukit._compiled_call is not built" \
-	         "(gpukit.call runs its Python implementation)"; \
-	  fi; \
 	fi
 	@missing=""; \
 	for spec in $(PIP_PACKAGES); do \
