@@ -263,14 +263,6 @@ def test_created_outputs_are_arrays_like_the_python_ones(impl):
 
 # ---- streams ----------------------------------------------------------------------------------
 
-@pytest.fixture
-def dev():
-    rt = gpukit.Runtime(devices="cpu")
-    d = rt.device("cpu")
-    d.set_memory_budget("64MiB")
-    return d
-
-
 def test_an_explicit_stream_is_used_and_recorded(impl, dev):
     x = gpukit.full((8,), 1.0, np.float32, device=dev)
     t = gpukit.task("explicit", qos="best_effort", device=dev)

@@ -18,14 +18,6 @@ from gpukit._units import sm_amount
 MiB = 1 << 20
 
 
-@pytest.fixture
-def dev():
-    rt = gpukit.Runtime(devices="cpu")
-    d = rt.device("cpu")
-    d.set_memory_budget("64MiB")
-    return d
-
-
 def device_view(dev):
     (d,) = [d for d in gpukit.scheduler_info(dev.runtime)["devices"] if d["device"] == dev.id]
     return d
