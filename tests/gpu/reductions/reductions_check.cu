@@ -604,6 +604,13 @@ static void check_norm() {
       check_norm_case(t, 5, 10, rms, add, false, false, false, "[5,10] no affine");
       check_norm_case(t, 64, 4096, rms, add, true, !rms, false, "[64,4096] first 2000", 2000.0);
       check_norm_case(t, 16, 32768, rms, add, true, !rms, false, "[16,32768] first -3000", -3000.0);
+      // Rows that fill a configuration exactly (the 16-bit full-row forms when a weight
+      // is given): warp rows with a partial last block, block rows, weight without bias.
+      check_norm_case(t, 41, 1024, rms, add, true, !rms, false, "[41,1024] full warp rows");
+      check_norm_case(t, 6, 256, rms, add, true, !rms, false, "[6,256] full");
+      check_norm_case(t, 9, 2048, rms, add, true, false, false, "[9,2048] full, no bias");
+      check_norm_case(t, 5, 8192, rms, add, true, !rms, false, "[5,8192] full");
+      check_norm_case(t, 4, 4096, rms, add, false, !rms, false, "[4,4096] bias only");
     }
   }
 }
