@@ -240,5 +240,6 @@ echo "==== summary ===="
 cat "$SUMMARY"
 [ -f "$OUT/harness/results.md" ] && cat "$OUT/harness/results.md"
 if [ -n "$FINAL_OUT" ]; then
+  mkdir -p "$FINAL_OUT"  # a sub-folder of the device tool's $OUT, e.g. $OUT/test
   tar -czf "$FINAL_OUT/gpu_run.tgz" -C "$OUT" . && cp "$SUMMARY" "$FINAL_OUT/summary.txt"
 fi
