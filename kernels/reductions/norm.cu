@@ -505,17 +505,19 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
         norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
       }
     } else if (vec) {
-      const bool full = sizeof(T) == 2 && p.k == kTpr * kE && p.weight;
       if constexpr (sizeof(T) == 2) {
-        if (full && p.bias) {
-          norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight_bias>
-              <<<grid, kThreads, 0, stream>>>(p);
-        } else if (full) {
-          norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight>
-              <<<grid, kThreads, 0, stream>>>(p);
+        if (p.k == kTpr * kE && p.weight) {
+          if (p.bias) {
+            norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight_bias>
+                <<<grid, kThreads, 0, stream>>>(p);
+          } else {
+            norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight>
+                <<<grid, kThreads, 0, stream>>>(p);
+          }
+          return cudaGetLastError();
         }
       }
-      if (!full) norm_packed_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+      norm_packed_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
     } else if (p.res) {
       norm_cached_kernel<T, kTpr, kE, false, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
