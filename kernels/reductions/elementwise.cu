@@ -14,12 +14,13 @@
 //       compute and store V-wide
 //     scalar path: the same with V = 1 and inner strides arbitrary
 // CONTIGUOUS (one dim left, every operand stride 1 and 16-byte aligned):
-//   for tile in grid-stride(num_tiles):            // tile = 128 threads × V elements
-//     p = tile*128*V + tid*V                       // one 16-byte vector per operand
-//     load V-wide from each operand, compute, store V-wide (only the last tile checks n)
+//   block b = one tile of T threads × V elements    // T = 768 for two inputs, else 128
+//     p = (b*T + tid)*V                             // one 16-byte vector per operand
+//     load V-wide from each operand, compute, store V-wide (threads past n return)
 // 16-bit types use the hardware exp/reciprocal (see "element functions").
 // Everything lives in registers; no shared memory.
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "device.cuh"
@@ -29,8 +30,9 @@
 namespace gk::kernels::reductions {
 namespace {
 
-using tuning::kEwContiguousMinBlocks;
+using tuning::kEwContiguousBinaryThreads;
 using tuning::kEwContiguousThreads;
+using tuning::kEwResidentThreads;
 using tuning::kEwThreads;
 using tuning::kEwVectorsPerThread;
 
@@ -290,33 +292,44 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
 }
 
 // Every operand contiguous and 16-byte aligned, the same element count: no row/column
-// split, no stride or broadcast handling. Tile t covers elements [t·kTile, (t+1)·kTile)
-// with kTile = kEwContiguousThreads·V: one 16-byte vector per operand per thread, the
-// block work of PyTorch's vectorized kernels, so large tensors launch many short blocks
-// (16 per SM resident) and small ones still spread over every SM.
-template <typename Fn>
-__global__ void __launch_bounds__(kEwContiguousThreads, kEwContiguousMinBlocks)
-    elementwise_contiguous_kernel(EwParams p) {
+// split, no stride or broadcast handling. Block b covers elements [b·kTile, (b+1)·kTile)
+// with kTile = kThreads·V: one 16-byte vector per operand per thread and one tile per
+// block, the block work of PyTorch's vectorized kernels, so large tensors launch many
+// short blocks and small ones still spread over every SM. kThreads comes from
+// contiguous_threads<Fn>() (tuning.cuh: residency per op kind).
+// The contiguous kernel's parameters: 32 bytes, where EwParams takes 336. Launches with
+// more than about 200 bytes of parameters ran 0.3–0.8 µs longer on every other run of 100
+// calls (H100, perf/results/h100/2026-11-25_session12/param_size/).
+struct EwContiguousParams {
+  void* out;
+  const void* in0;
+  const void* in1;
+  int64_t n;
+};
+
+template <typename Fn, int kThreads>
+__global__ void __launch_bounds__(kThreads, kEwResidentThreads / kThreads)
+    elementwise_contiguous_kernel(EwContiguousParams p) {
   using In = typename Fn::In;
   using Out = typename Fn::Out;
   constexpr int kV = vec_width<Fn>();
-  constexpr int64_t kTile = int64_t{kEwContiguousThreads} * kV;
   using VIn = VecN<In, kV>;
   using VOut = VecN<Out, kV>;
   const Fn fn;
-  const int64_t n = p.inner;
-
-  for (int64_t tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
-    const int64_t first = tile * kTile + int64_t{threadIdx.x} * kV;
-    if (first >= n) continue;  // the last tile (n is a multiple of V)
-    const VIn a = load_bits<VIn>(static_cast<const In*>(p.in0) + first);
-    VIn b;
-    if constexpr (Fn::kInputs > 1) b = load_bits<VIn>(static_cast<const In*>(p.in1) + first);
-    VOut r;
+  const int64_t first = (int64_t{blockIdx.x} * kThreads + threadIdx.x) * kV;
+  if (first >= p.n) return;  // the last tile (n is a multiple of V)
+  const VIn a = load_bits<VIn>(static_cast<const In*>(p.in0) + first);
+  VIn b;
+  if constexpr (Fn::kInputs > 1) b = load_bits<VIn>(static_cast<const In*>(p.in1) + first);
+  VOut r;
 #pragma unroll
-    for (int k = 0; k < kV; ++k) r.v[k] = fn(a.v[k], Fn::kInputs > 1 ? b.v[k] : In{});
-    store_bits(static_cast<Out*>(p.out) + first, r);
-  }
+  for (int k = 0; k < kV; ++k) r.v[k] = fn(a.v[k], Fn::kInputs > 1 ? b.v[k] : In{});
+  store_bits(static_cast<Out*>(p.out) + first, r);
+}
+
+template <typename Fn>
+constexpr int contiguous_threads() {
+  return Fn::kInputs > 1 ? kEwContiguousBinaryThreads : kEwContiguousThreads;
 }
 
 // ---- host side ---------------------------------------------------------------------
@@ -416,10 +429,13 @@ cudaError_t launch_layout(const Layout& l, void* out, const void* in0, const voi
   bool contiguous = vector && p.outer.n == 0;
   for (int k = 0; k < nops; ++k) contiguous = contiguous && p.inner_stride[k] == 1;
   if (contiguous) {
-    p.num_tiles = ceil_div(p.inner, int64_t{kEwContiguousThreads} * kV);
-    p.tiles_per_row = p.num_tiles;
-    const unsigned cgrid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
-    elementwise_contiguous_kernel<Fn><<<cgrid, kEwContiguousThreads, 0, stream>>>(p);
+    constexpr int kThreads = contiguous_threads<Fn>();
+    // One tile per block: 2^31 - 1 blocks cover ≥ 2^40 elements.
+    const int64_t tiles = ceil_div(p.inner, int64_t{kThreads} * kV);
+    if (tiles > int64_t{INT32_MAX}) return cudaErrorInvalidValue;
+    elementwise_contiguous_kernel<Fn, kThreads>
+        <<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
+            EwContiguousParams{p.out, p.in0, p.in1, p.inner});
   } else if (vector) {
     elementwise_kernel<Fn, true><<<grid, kEwThreads, 0, stream>>>(p);
   } else {

@@ -12,17 +12,21 @@ namespace gk::kernels::reductions::tuning {
 inline constexpr int kEwThreads = 256;
 inline constexpr int kEwVectorsPerThread = 4;
 
-// Elementwise, contiguous kernel: 128 threads, one 16-byte vector per operand per thread.
-// Min blocks 12 caps registers at 42 and is valid on every SM built for (sm86/sm89 hold
-// 1536 threads, so 16 would be ignored there with a ptxas warning); the kernels take
-// ≤ 32 registers (ptxas -v, sm_90a), so an H100 still runs 16 blocks per SM. H100, 2026-11-22 (perf/results/h100/
-// 2026-11-22_ew_probe/, median of 30 interleaved rounds, % of same-run memcpy): against
-// the earlier 256 threads × 4 vectors (× 2 for two 16-bit inputs), at 64 Mi elements add
-// bf16 102.6 vs 101.9, add f32 101.7 vs 100.7, silu bf16 100.0 vs 99.9, cast f32→bf16
-// 102.4 vs 101.5; at 16 Mi 105.9–107.7 vs 100.7–100.8 for add, 100.7 vs 99.1 silu, 104.9
-// vs 98.4 cast. It was at or above the PyTorch-style kernel (V6) in all eight rows.
+// Elementwise, contiguous kernel: one 16-byte vector per operand per thread, one tile per
+// block; threads per block by op kind, H100, 64 Mi elements, against PyTorch in one process
+// (perf/results/h100/2026-11-25_session12/ew_threads/):
+// - one input (unary ops, casts): 128 threads, 16 blocks per SM, PyTorch's layout. silu bf16
+//   0.999–1.000x at 128 and 0.973x at 768; cast f32->bf16 1.006x at 128, 0.925x at 768.
+// - two inputs (binary and gated ops): 768 threads, 2 blocks (48 warps) per SM. add bf16 at
+//   128/256/384/512/640/768/1024 threads: 0.997/0.997/0.997/0.998/0.999/1.002/1.001x; add
+//   f32 1.006x at 128, 1.012x at 768. PyTorch's add kernel has 34 registers, so 12 blocks of
+//   128 (also 48 warps); a copy of it held to 32 registers (16 blocks) lost 0.25%.
+// Capping residency with shared memory instead cost 0.6%, a persistent grid 4%.
 inline constexpr int kEwContiguousThreads = 128;
-inline constexpr int kEwContiguousMinBlocks = 12;
+inline constexpr int kEwContiguousBinaryThreads = 768;
+// __launch_bounds__ min blocks = kEwResidentThreads / threads: fits every SM built for (sm86/
+// sm89 hold 1536 threads) and caps registers at 42.
+inline constexpr int kEwResidentThreads = 1536;
 
 // Reductions: threads per block for block-per-row and column kernels.
 inline constexpr int kReduceThreads = 256;
