@@ -131,6 +131,28 @@ __device__ __forceinline__ int64_t row_offset(const NormParams& p, int64_t row, 
   return d.n > 0 ? off + row * p.ops.stride[op][d.n - 1] : off;
 }
 
+// The packed kernel's parameters where the rows' outer dims merge into one (each operand's
+// rows a fixed stride apart, the common case): 104 bytes, where NormParams takes 464. A
+// launch with more than about 200 bytes of parameters ran 0.3–0.8 µs longer on every other
+// run of 100 calls (H100, the same add kernel with 28 to 332 bytes: perf/results/h100/
+// 2026-11-25_session12/param_size/).
+struct NormRowParams {
+  const void* x;
+  const void* res;
+  const void* weight;
+  const void* bias;
+  void* out;
+  void* sum;
+  int64_t rows, k;
+  int64_t row_stride[4];  // 0 x, 1 out, 2 residual, 3 sum
+  float eps;
+  int rms;
+};
+
+__device__ __forceinline__ int64_t row_offset(const NormRowParams& p, int64_t row, int op) {
+  return row * p.row_stride[op];
+}
+
 // Blocks per SM asked of ptxas for the packed kernel: a register cap of 64 per thread
 // (1024 threads per SM) while the packed slice is ≤ 16 registers, 96 up to 32, else
 // none. ptxas -v (sm_90a, CUDA 13.0), every instantiation, no spills: bf16 kE 32 at
@@ -180,9 +202,10 @@ enum class PackedForm { general, full_weight, full_weight_bias };
 // bf16 [16384, 4096] (H100, perf/results/h100/2026-11-25_session11/norm_probe/, five
 // processes): 58 → 48 registers, 8 → 10 blocks per SM; layernorm 96.5–96.8 → 97.7–97.8%
 // of the same-run memcpy, rmsnorm 96.3–97.4 → 98.4–98.8%.
-template <typename T, int kTpr, int kE, bool kRes, PackedForm kForm = PackedForm::general>
+// Params: NormRowParams, or NormParams where the outer dims do not merge (launch_packed).
+template <typename T, int kTpr, int kE, bool kRes, PackedForm kForm, typename Params>
 __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kTpr, kE, kRes>())
-    norm_packed_kernel(NormParams p) {
+    norm_packed_kernel(Params p) {
   constexpr bool kFull = kForm != PackedForm::general;
   constexpr int kV = Vec16<T>::kN;
   constexpr int kU = kE / kV;
@@ -413,6 +436,20 @@ __global__ void __launch_bounds__(256) norm_strided_kernel(NormParams p) {
   }
 }
 
+// The packed kernel with NormRowParams where the rows' outer dims merged into one (or
+// none), else with the full NormParams.
+template <typename T, int kTpr, int kE, bool kRes, PackedForm kForm = PackedForm::general>
+void launch_packed(const NormParams& p, unsigned grid, cudaStream_t stream) {
+  constexpr int kThreads = block_threads<kTpr>();
+  if (p.ops.outer.n > 1) {
+    norm_packed_kernel<T, kTpr, kE, kRes, kForm, NormParams><<<grid, kThreads, 0, stream>>>(p);
+    return;
+  }
+  NormRowParams r{p.x, p.res, p.weight, p.bias, p.out, p.sum, p.rows, p.k, {}, p.eps, p.rms};
+  for (int i = 0; i < 4; ++i) r.row_stride[i] = p.ops.outer.n == 1 ? p.ops.stride[i][0] : 0;
+  norm_packed_kernel<T, kTpr, kE, kRes, kForm, NormRowParams><<<grid, kThreads, 0, stream>>>(r);
+}
+
 unsigned capped_grid(int64_t blocks) {
   return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
 }
@@ -500,7 +537,7 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
     // 64 floats each spilled (272 bytes, ptxas -v).
     if (vec && p.res) {
       if constexpr (kE * sizeof(T) * 2 <= 256) {
-        norm_packed_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+        launch_packed<T, kTpr, kE, true>(p, grid, stream);
       } else {
         norm_cached_kernel<T, kTpr, kE, true, true><<<grid, kThreads, 0, stream>>>(p);
       }
@@ -508,16 +545,14 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
       if constexpr (sizeof(T) == 2) {
         if (p.k == kTpr * kE && p.weight) {
           if (p.bias) {
-            norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight_bias>
-                <<<grid, kThreads, 0, stream>>>(p);
+            launch_packed<T, kTpr, kE, false, PackedForm::full_weight_bias>(p, grid, stream);
           } else {
-            norm_packed_kernel<T, kTpr, kE, false, PackedForm::full_weight>
-                <<<grid, kThreads, 0, stream>>>(p);
+            launch_packed<T, kTpr, kE, false, PackedForm::full_weight>(p, grid, stream);
           }
           return cudaGetLastError();
         }
       }
-      norm_packed_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+      launch_packed<T, kTpr, kE, false>(p, grid, stream);
     } else if (p.res) {
       norm_cached_kernel<T, kTpr, kE, false, true><<<grid, kThreads, 0, stream>>>(p);
     } else {
