@@ -536,10 +536,13 @@ static void check_softmax() {
 // ---- norms ------------------------------------------------------------------------
 // `first` (when not NaN) replaces every row's first element (rows contiguous): an outlier
 // there is the worst case for the 16-bit kernels' variance, shifted by that element.
+// `split` (> 0): every operand is [rows / split, split, h], and x's groups of `split` rows
+// lie one row apart, so its outer dims do not merge (the packed kernel's NormParams form).
 static void check_norm_case(DType t, int64_t rows, int64_t h, bool rms, bool add, bool has_w, bool has_b,
-                            bool transposed, const char* label, double first = NAN) {
+                            bool transposed, const char* label, double first = NAN, int64_t split = 0) {
   const int64_t n = rows * h;
-  Buf x(t, n), r(t, add ? n : 1), w(t, h), b(t, h), out(t, n), sum(t, add ? n : 1);
+  const int64_t xn = split ? rows / split * (split + 1) * h : n;
+  Buf x(t, xn), r(t, add ? n : 1), w(t, h), b(t, h), out(t, n), sum(t, add ? n : 1);
   fill_normal(x, 3.0, 2.0);  // offset mean exercises the two-pass variance
   if (!std::isnan(first)) {
     for (int64_t i = 0; i < rows; ++i) x.v[i * h] = first;
@@ -548,11 +551,16 @@ static void check_norm_case(DType t, int64_t rows, int64_t h, bool rms, bool add
   fill_normal(w, 1.0, 0.3);
   fill_normal(b, 0.0, 0.5);
   x.upload(); r.upload(); w.upload(); b.upload();
+  std::vector<int64_t> shape{rows, h};
   std::vector<int64_t> xs = transposed ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{h, 1};
+  if (split) {
+    shape = {rows / split, split, h};
+    xs = {(split + 1) * h, h, 1};
+  }
   kr::NormArgs a;
-  a.x = view(x, {rows, h}, xs);
-  a.out = view(out, {rows, h});
-  auto rv = view(r, {rows, h}), sv = view(sum, {rows, h}), wv = view(w, {h}), bv = view(b, {h});
+  a.x = view(x, shape, xs);
+  a.out = view(out, shape);
+  auto rv = view(r, shape), sv = view(sum, shape), wv = view(w, {h}), bv = view(b, {h});
   if (add) { a.residual = &rv; a.sum = &sv; }
   if (has_w) a.weight = &wv;
   if (has_b) a.bias = &bv;
@@ -611,6 +619,8 @@ static void check_norm() {
       check_norm_case(t, 9, 2048, rms, add, true, false, false, "[9,2048] full, no bias");
       check_norm_case(t, 5, 8192, rms, add, true, !rms, false, "[5,8192] full");
       check_norm_case(t, 4, 4096, rms, add, false, !rms, false, "[4,4096] bias only");
+      check_norm_case(t, 12, 4096, rms, add, true, !rms, false, "[3,4,4096] outer dims apart", NAN, 4);
+      check_norm_case(t, 15, 768, rms, add, true, !rms, false, "[5,3,768] outer dims apart", NAN, 3);
     }
   }
 }
