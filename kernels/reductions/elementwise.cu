@@ -297,15 +297,14 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_kernel(EwParams p) {
 // block, the block work of PyTorch's vectorized kernels, so large tensors launch many
 // short blocks and small ones still spread over every SM. kThreads comes from
 // contiguous_threads<Fn>() (tuning.cuh: residency per op kind).
-// The contiguous kernel's parameters: 32 bytes, where EwParams takes 336. Launches with
-// more than about 200 bytes of parameters ran 0.3–0.8 µs longer on every other run of 100
-// calls (H100, perf/results/h100/2026-11-25_session12/param_size/).
+// The contiguous kernel's parameters (EwParams, 336 bytes, is over kLeanParamBytes).
 struct EwContiguousParams {
   void* out;
   const void* in0;
   const void* in1;
   int64_t n;
 };
+static_assert(sizeof(EwContiguousParams) <= kLeanParamBytes, "see kLeanParamBytes");
 
 template <typename Fn, int kThreads>
 __global__ void __launch_bounds__(kThreads, kEwResidentThreads / kThreads)

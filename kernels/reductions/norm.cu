@@ -132,10 +132,8 @@ __device__ __forceinline__ int64_t row_offset(const NormParams& p, int64_t row, 
 }
 
 // The packed kernel's parameters where the rows' outer dims merge into one (each operand's
-// rows a fixed stride apart, the common case): 104 bytes, where NormParams takes 464. A
-// launch with more than about 200 bytes of parameters ran 0.3–0.8 µs longer on every other
-// run of 100 calls (H100, the same add kernel with 28 to 332 bytes: perf/results/h100/
-// 2026-11-25_session12/param_size/).
+// rows a fixed stride apart, the common case); NormParams, 464 bytes, is over
+// kLeanParamBytes.
 struct NormRowParams {
   const void* x;
   const void* res;
@@ -148,6 +146,8 @@ struct NormRowParams {
   float eps;
   int rms;
 };
+
+static_assert(sizeof(NormRowParams) <= kLeanParamBytes, "see kLeanParamBytes");
 
 __device__ __forceinline__ int64_t row_offset(const NormRowParams& p, int64_t row, int op) {
   return row * p.row_stride[op];
