@@ -156,6 +156,33 @@ struct RowParams {
   int64_t m, k, chunks, chunk_len;
 };
 
+// RowParams where the kept dims merge into one (x's rows and the outputs each a fixed
+// stride apart) and the reduced range is contiguous: the sums over all elements, rows and
+// the last axis. RowParams is over kLeanParamBytes.
+struct RowLeanParams {
+  const void* x;
+  void* out;
+  void* partials;
+  int64_t row_x, row_out;  // strides between consecutive rows of x and outputs
+  int64_t m, k, chunks, chunk_len;
+};
+
+static_assert(sizeof(RowLeanParams) <= kLeanParamBytes, "see kLeanParamBytes");
+
+// Offsets of row `row` in x and of its output, in elements.
+__device__ __forceinline__ int64_t x_row_offset(const RowParams& p, int64_t row) {
+  return offset_of(row, p.kept, p.kept_x);
+}
+__device__ __forceinline__ int64_t out_offset(const RowParams& p, int64_t row) {
+  return offset_of(row, p.kept, p.kept_out);
+}
+__device__ __forceinline__ int64_t x_row_offset(const RowLeanParams& p, int64_t row) {
+  return row * p.row_x;
+}
+__device__ __forceinline__ int64_t out_offset(const RowLeanParams& p, int64_t row) {
+  return row * p.row_out;
+}
+
 struct ColParams {
   const void* x;
   void* out;
@@ -174,8 +201,9 @@ constexpr int kUnroll = 4;  // independent 16-byte loads per thread per step
 
 enum RowMode { kRowVector = 0, kRowScalar = 1, kRowGeneric = 2 };
 
-template <typename T, ReduceOp kOp, int kTpr, int kMode>
-__global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p) {
+// Params: RowLeanParams, or RowParams (kRowGeneric, or kept dims that do not merge).
+template <typename T, ReduceOp kOp, int kTpr, int kMode, typename Params>
+__global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
   using R = Red<kOp>;
   using Acc = typename R::Acc;
   constexpr int kV = kMode == kRowVector ? Vec16<T>::kN : 1;
@@ -195,7 +223,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p)
     if (item < items) {
       row = item / p.chunks;
       chunk = item - row * p.chunks;
-      const int64_t base = offset_of(row, p.kept, p.kept_x);
+      const int64_t base = x_row_offset(p, row);
       const int64_t begin = chunk * p.chunk_len;
       const int64_t end = begin + p.chunk_len < p.k ? begin + p.chunk_len : p.k;
       constexpr int64_t kStep = int64_t{kTpr} * kV * kUnroll;
@@ -221,7 +249,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p)
           for (int u = 0; u < kUnroll; ++u) {
             const int64_t i = i0 + int64_t{u} * kTpr;
             if (i < end) {
-              const int64_t off = kMode == kRowScalar ? i : offset_of(i, p.red, p.red_x);
+              int64_t off = i;
+              if constexpr (kMode == kRowGeneric) off = offset_of(i, p.red, p.red_x);
               v[u] = to_f32(x[base + off]);
             }
           }
@@ -236,7 +265,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(RowParams p)
     acc = group_combine<R, kTpr>(acc, scratch);
     if (item < items && t == 0) {
       if (p.chunks == 1) {
-        R::template write<T>(p.out, offset_of(row, p.kept, p.kept_out), acc, p.k);
+        R::template write<T>(p.out, out_offset(p, row), acc, p.k);
       } else {
         static_cast<Acc*>(p.partials)[row * p.chunks + chunk] = acc;
       }
@@ -323,8 +352,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
 // sum over all elements has up to 4752, which one warp would read 149 deep).
 // Each thread combines partials t, t + kTpr, ... in order, then the fixed trees. With
 // chunks == 0 it writes the empty-reduction value.
-template <typename T, ReduceOp kOp, int kTpr>
-__global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowParams p) {
+template <typename T, ReduceOp kOp, int kTpr, typename Params>
+__global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(Params p) {
   using R = Red<kOp>;
   using Acc = typename R::Acc;
   constexpr int kGroups = kReduceThreads / kTpr;
@@ -341,7 +370,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_finalize_kernel(RowPara
       for (int64_t c = t; c < p.chunks; c += kTpr) acc = R::combine(acc, row[c]);
     }
     acc = group_combine<R, kTpr>(acc, scratch);
-    if (o < p.m && t == 0) R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), acc, p.k);
+    if (o < p.m && t == 0) R::template write<T>(p.out, out_offset(p, o), acc, p.k);
   }
 }
 
@@ -371,11 +400,11 @@ bool waits_for_prior_grid(Kernel kernel) {
 
 // Launches the finalize pass after the partials kernel just queued on `stream`, as its
 // programmatic dependent where the device allows (see allow_dependent_launch).
-template <typename T, ReduceOp kOp>
-cudaError_t launch_finalize(const RowParams& rp, cudaStream_t stream) {
+template <typename T, ReduceOp kOp, typename Params>
+cudaError_t launch_finalize(const Params& rp, cudaStream_t stream) {
   const bool block_per_row = rp.chunks > kWarpFinalizeMax;
-  auto kernel = block_per_row ? reduce_finalize_kernel<T, kOp, kReduceThreads>
-                              : reduce_finalize_kernel<T, kOp, 32>;
+  auto kernel = block_per_row ? reduce_finalize_kernel<T, kOp, kReduceThreads, Params>
+                              : reduce_finalize_kernel<T, kOp, 32, Params>;
   const int64_t rows_per_block = block_per_row ? 1 : kReduceThreads / 32;
   const int64_t blocks = ceil_div(rp.m, rows_per_block);
   cudaLaunchConfig_t cfg{};
@@ -523,9 +552,60 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
   return true;
 }
 
+unsigned grid_for(int64_t blocks) {
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+
+// ROW and GENERIC plans: the partials (or output) kernel, then FINALIZE where chunks > 1.
+template <typename T, ReduceOp kOp, typename Params>
+cudaError_t run_rows(const Plan& plan, const Params& p, cudaStream_t stream) {
+  if (plan.k == 0) {  // empty reduction: sum 0, prod 1, mean NaN
+    Params empty = p;
+    empty.chunks = 0;
+    reduce_finalize_kernel<T, kOp, 32, Params>
+        <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(empty);
+    return cudaGetLastError();
+  }
+  const int64_t items = plan.m * plan.chunks;
+  const unsigned grid = grid_for(ceil_div(items, kReduceThreads / plan.tpr));
+  auto launch = [&](auto tpr) {
+    constexpr int kTpr = decltype(tpr)::value;
+    if constexpr (std::is_same_v<Params, RowParams>) {
+      if (plan.kind == Plan::kGeneric) {
+        reduce_row_kernel<T, kOp, kTpr, kRowGeneric, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+        return;
+      }
+    }
+    if (plan.vector) {
+      reduce_row_kernel<T, kOp, kTpr, kRowVector, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+    } else {
+      reduce_row_kernel<T, kOp, kTpr, kRowScalar, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+    }
+  };
+  if (plan.tpr == 32) {
+    launch(std::integral_constant<int, 32>{});
+  } else {
+    launch(std::integral_constant<int, kReduceThreads>{});
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || plan.chunks == 1) return err;
+  return launch_finalize<T, kOp>(p, stream);
+}
+
 template <typename T, ReduceOp kOp>
 cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out, void* workspace,
                      cudaStream_t stream) {
+  if (plan.m == 0) return cudaSuccess;
+  if (plan.kind == Plan::kRow && plan.kept.n <= 1) {
+    RowLeanParams lp{x.data, out.data, workspace};
+    lp.row_x = plan.kept.n == 1 ? plan.kept_x[0] : 0;
+    lp.row_out = plan.kept.n == 1 ? plan.kept_out[0] : 0;
+    lp.m = plan.m;
+    lp.k = plan.k;
+    lp.chunks = plan.chunks;
+    lp.chunk_len = plan.chunk_len;
+    return run_rows<T, kOp>(plan, lp, stream);
+  }
   RowParams rp{};
   rp.x = x.data;
   rp.out = out.data;
@@ -541,67 +621,38 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   rp.k = plan.k;
   rp.chunks = plan.chunks;
   rp.chunk_len = plan.chunk_len;
-  if (plan.m == 0) return cudaSuccess;
-  auto grid_for = [](int64_t blocks) {
-    return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
-  };
+  if (plan.kind != Plan::kCol || plan.k == 0) return run_rows<T, kOp>(plan, rp, stream);
 
-  if (plan.k == 0) {  // empty reduction: sum 0, prod 1, mean NaN
-    rp.chunks = 0;
-    reduce_finalize_kernel<T, kOp, 32>
-        <<<grid_for(ceil_div(plan.m, kReduceThreads / 32)), kReduceThreads, 0, stream>>>(rp);
-    return cudaGetLastError();
+  ColParams cp{};
+  cp.x = x.data;
+  cp.out = out.data;
+  cp.partials = workspace;
+  cp.kept = plan.kept;
+  for (int i = 0; i < kMaxDims; ++i) {
+    cp.kept_out[i] = plan.kept_out[i];
+    cp.red_x[i] = plan.red_x[i];
   }
-
-  if (plan.kind == Plan::kCol) {
-    ColParams cp{};
-    cp.x = x.data;
-    cp.out = out.data;
-    cp.partials = workspace;
-    cp.kept = plan.kept;
-    for (int i = 0; i < kMaxDims; ++i) {
-      cp.kept_out[i] = plan.kept_out[i];
-      cp.red_x[i] = plan.red_x[i];
-    }
-    cp.outer.n = plan.kept.n - 1;
-    for (int i = 1; i < plan.kept.n; ++i) {
-      cp.outer.size[i - 1] = plan.kept.size[i];
-      cp.outer_x[i - 1] = plan.kept_x[i];
-    }
-    cp.red = plan.red;
-    cp.j = plan.kept.size[0];
-    cp.m = plan.m;
-    cp.k = plan.k;
-    cp.chunks = plan.chunks;
-    cp.chunk_len = plan.chunk_len;
-    cp.col_tiles = plan.col_tiles;
-    const int64_t blocks = plan.col_tiles * (plan.m / cp.j);
-    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.chunks));
-    if (plan.vector) {
-      reduce_col_kernel<T, kOp, true><<<grid, kReduceThreads, 0, stream>>>(cp);
-    } else {
-      reduce_col_kernel<T, kOp, false><<<grid, kReduceThreads, 0, stream>>>(cp);
-    }
+  cp.outer.n = plan.kept.n - 1;
+  for (int i = 1; i < plan.kept.n; ++i) {
+    cp.outer.size[i - 1] = plan.kept.size[i];
+    cp.outer_x[i - 1] = plan.kept_x[i];
+  }
+  cp.red = plan.red;
+  cp.j = plan.kept.size[0];
+  cp.m = plan.m;
+  cp.k = plan.k;
+  cp.chunks = plan.chunks;
+  cp.chunk_len = plan.chunk_len;
+  cp.col_tiles = plan.col_tiles;
+  const int64_t blocks = plan.col_tiles * (plan.m / cp.j);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.chunks));
+  if (plan.vector) {
+    reduce_col_kernel<T, kOp, true><<<grid, kReduceThreads, 0, stream>>>(cp);
   } else {
-    const int64_t items = plan.m * plan.chunks;
-    const int64_t blocks = ceil_div(items, kReduceThreads / plan.tpr);
-    const unsigned grid = grid_for(blocks);
-    const int mode = plan.kind == Plan::kGeneric ? kRowGeneric
-                     : plan.vector               ? kRowVector
-                                                 : kRowScalar;
-    if (plan.tpr == 32) {
-      if (mode == kRowVector) reduce_row_kernel<T, kOp, 32, kRowVector><<<grid, kReduceThreads, 0, stream>>>(rp);
-      if (mode == kRowScalar) reduce_row_kernel<T, kOp, 32, kRowScalar><<<grid, kReduceThreads, 0, stream>>>(rp);
-      if (mode == kRowGeneric) reduce_row_kernel<T, kOp, 32, kRowGeneric><<<grid, kReduceThreads, 0, stream>>>(rp);
-    } else {
-      constexpr int kB = kReduceThreads;
-      if (mode == kRowVector) reduce_row_kernel<T, kOp, kB, kRowVector><<<grid, kReduceThreads, 0, stream>>>(rp);
-      if (mode == kRowScalar) reduce_row_kernel<T, kOp, kB, kRowScalar><<<grid, kReduceThreads, 0, stream>>>(rp);
-      if (mode == kRowGeneric) reduce_row_kernel<T, kOp, kB, kRowGeneric><<<grid, kReduceThreads, 0, stream>>>(rp);
-    }
+    reduce_col_kernel<T, kOp, false><<<grid, kReduceThreads, 0, stream>>>(cp);
   }
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || plan.chunks == 1) return err;
   return launch_finalize<T, kOp>(rp, stream);
 }

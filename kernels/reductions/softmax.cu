@@ -36,6 +36,32 @@ struct SoftmaxParams {
   int log;
 };
 
+// The cached kernel's parameters where the rows' outer dims merge into one (x's and out's
+// rows each a fixed stride apart, the common case); SoftmaxParams is over kLeanParamBytes.
+struct SoftmaxRowParams {
+  const void* x;
+  void* out;
+  int64_t rows, k;
+  int64_t row_stride[2];  // 0 x, 1 out
+  int log;
+};
+
+static_assert(sizeof(SoftmaxRowParams) <= kLeanParamBytes, "see kLeanParamBytes");
+
+// Offset of row `row` of operand `op` (0 x, 1 out), in elements.
+__device__ __forceinline__ int64_t row_offset(const SoftmaxParams& p, int64_t row, int op) {
+  return offset_of(row, p.ops.outer, p.ops.stride[op]);
+}
+
+// The row goes through an opaque move so that ptxas forms both offsets anew in each pass
+// of the row loop: left to itself it kept running x and out pointers live across the pass,
+// and f32 rows of ≤ 1024 spilled 24 bytes under the 80-register cap (ptxas -v, sm_90a).
+__device__ __forceinline__ int64_t row_offset(const SoftmaxRowParams& p, int64_t row, int op) {
+  int64_t r;
+  asm volatile("mov.b64 %0, %1;" : "=l"(r) : "l"(row));
+  return r * p.row_stride[op];
+}
+
 // e^x of an element: 16-bit outputs take the bare MUFU exponential (exp_ftz), ~10
 // instructions fewer per element than expf; f32 keeps expf's full precision.
 template <typename T>
@@ -60,9 +86,10 @@ constexpr int softmax_min_blocks() {
   return block_threads<kTpr>() >= 768 ? 1 : 768 / block_threads<kTpr>();
 }
 
-template <typename T, int kTpr, int kE, bool kVec>
+// Params: SoftmaxRowParams, or SoftmaxParams where the outer dims do not merge.
+template <typename T, int kTpr, int kE, bool kVec, typename Params>
 __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr>())
-    softmax_cached_kernel(SoftmaxParams p) {
+    softmax_cached_kernel(Params p) {
   constexpr int kGroups = block_threads<kTpr>() / kTpr;
   __shared__ float scratch[2][32];
   BlockReducer block(scratch);
@@ -71,8 +98,8 @@ __global__ void __launch_bounds__(block_threads<kTpr>(), softmax_min_blocks<kTpr
        row0 += int64_t{gridDim.x} * kGroups) {
     const int64_t row = row0 + threadIdx.x / kTpr;
     if (kTpr == 32 && row >= p.rows) break;  // whole warps leave; blocks never split
-    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
-    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
+    const T* x = static_cast<const T*>(p.x) + row_offset(p, row, 0);
+    T* out = static_cast<T*>(p.out) + row_offset(p, row, 1);
     float v[kE];
     rows::load_row<T, kTpr, kE, kVec>(x, p.k, t, -INFINITY, v);
     float m = v[0];
@@ -190,6 +217,18 @@ __global__ void __launch_bounds__(256) softmax_strided_kernel(SoftmaxParams p) {
   }
 }
 
+template <typename T, int kTpr, int kE, bool kVec>
+void launch_cached(const SoftmaxParams& p, unsigned grid, cudaStream_t stream) {
+  constexpr int kThreads = block_threads<kTpr>();
+  if (p.ops.outer.n > 1) {
+    softmax_cached_kernel<T, kTpr, kE, kVec, SoftmaxParams><<<grid, kThreads, 0, stream>>>(p);
+    return;
+  }
+  SoftmaxRowParams r{p.x, p.out, p.rows, p.k, {}, p.log};
+  for (int i = 0; i < 2; ++i) r.row_stride[i] = p.ops.outer.n == 1 ? p.ops.stride[i][0] : 0;
+  softmax_cached_kernel<T, kTpr, kE, kVec, SoftmaxRowParams><<<grid, kThreads, 0, stream>>>(r);
+}
+
 unsigned capped_grid(int64_t blocks) {
   return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
 }
@@ -239,9 +278,9 @@ cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, vo
     constexpr int kThreads = block_threads<kTpr>();
     const unsigned grid = capped_grid(ceil_div(p.rows, kThreads / kTpr));
     if (vec) {
-      softmax_cached_kernel<T, kTpr, kE, true><<<grid, kThreads, 0, stream>>>(p);
+      launch_cached<T, kTpr, kE, true>(p, grid, stream);
     } else {
-      softmax_cached_kernel<T, kTpr, kE, false><<<grid, kThreads, 0, stream>>>(p);
+      launch_cached<T, kTpr, kE, false>(p, grid, stream);
     }
     return cudaGetLastError();
   });

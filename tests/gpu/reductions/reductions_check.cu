@@ -455,6 +455,9 @@ static void check_reduce() {
       check_reduce_case(op, t, {37, 33, 65}, 0b101, false, false, "[37,33,65] axes0,2 generic");
       check_reduce_case(op, t, {130, 1001}, 0b10, false, true, "[130,1001] axis1 transposed");
       check_reduce_case(op, t, {1001, 130}, 0b01, false, true, "[1001,130] axis0 transposed");
+      // Rows with kept dims that do not merge (x transposed): the RowParams form of the row kernel.
+      check_reduce_case(op, t, {1000, 5, 7}, 0b001, false, true, "[1000,5,7] axis0 transposed");
+      check_reduce_case(op, t, {prodlike ? 3000 : 50000, 3, 4}, 0b001, true, true, "[50000,3,4] axis0 transposed split");
       check_reduce_case(op, t, {7, 9, 11}, 0b010, true, false, "[7,9,11] axis1 column-generic");
       check_reduce_case(op, t, {5}, 0b1, false, false, "[5] all");
     }
@@ -464,18 +467,26 @@ static void check_reduce() {
 }
 
 // ---- softmax ----------------------------------------------------------------------
+// `xstrides` (when given) lays x out with those strides instead, e.g. with row groups
+// apart so that its outer dims do not merge (the cached kernel's SoftmaxParams form).
 static void check_softmax_case(DType t, std::vector<int64_t> shape, int axis, bool log, bool special,
-                               bool transposed, const char* label) {
+                               bool transposed, const char* label, std::vector<int64_t> xstrides = {}) {
   const int nd = static_cast<int>(shape.size());
   int64_t n = 1;
   for (auto s : shape) n *= s;
-  Buf x(t, n), out(t, n);
-  fill_normal(x, 0.0, 3.0);
-  const int64_t k = shape[axis];
   std::vector<int64_t> strides(nd);
   int64_t s = 1;
   if (transposed) { for (int d = 0; d < nd; ++d) { strides[d] = s; s *= shape[d]; } }
   else { for (int d = nd - 1; d >= 0; --d) { strides[d] = s; s *= shape[d]; } }
+  int64_t xn = n;
+  if (!xstrides.empty()) {
+    strides = xstrides;
+    xn = 1;
+    for (int d = 0; d < nd; ++d) xn += (shape[d] - 1) * strides[d];
+  }
+  Buf x(t, xn), out(t, n);
+  fill_normal(x, 0.0, 3.0);
+  const int64_t k = shape[axis];
   auto xv = view(x, shape, strides), ov = view(out, shape);
   // rows: every logical index with idx[axis] == 0
   std::vector<int64_t> row_starts;
@@ -529,6 +540,8 @@ static void check_softmax() {
       check_softmax_case(t, {513, 300}, 0, log, true, false, "[513,300] axis0 strided");
       check_softmax_case(t, {6, 40, 9}, 1, log, false, false, "[6,40,9] axis1 strided");
       check_softmax_case(t, {200, 3000}, 1, log, true, true, "[200,3000] transposed");
+      check_softmax_case(t, {3, 4, 1000}, 2, log, true, false, "[3,4,1000] outer dims apart", {5000, 1000, 1});
+      check_softmax_case(t, {3, 2, 4096}, 2, log, true, false, "[3,2,4096] outer dims apart", {12288, 4096, 1});
     }
   }
 }
