@@ -157,7 +157,7 @@ struct RowParams {
 };
 
 // RowParams where the kept dims merge into one (x's rows and the outputs each a fixed
-// stride apart) and the reduced range is contiguous: the sums over all elements, rows and
+// stride apart), the reduced range is contiguous and not split: reductions of rows over
 // the last axis. RowParams is over kLeanParamBytes.
 struct RowLeanParams {
   const void* x;
@@ -596,7 +596,11 @@ template <typename T, ReduceOp kOp>
 cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out, void* workspace,
                      cudaStream_t stream) {
   if (plan.m == 0) return cudaSuccess;
-  if (plan.kind == Plan::kRow && plan.kept.n <= 1) {
+  // The split path (chunks > 1) keeps RowParams: its chunk count fills the waves at the
+  // residency of that kernel (tuning.cuh), and the lean kernel's fewer registers fit more
+  // blocks per SM, which left a tail: sum all f32 read 0.3% slower at [256 Mi] and 2.5% at
+  // [16 Mi] with it (perf/results/h100/2026-11-25_session13/).
+  if (plan.kind == Plan::kRow && plan.kept.n <= 1 && plan.chunks == 1) {
     RowLeanParams lp{x.data, out.data, workspace};
     lp.row_x = plan.kept.n == 1 ? plan.kept_x[0] : 0;
     lp.row_out = plan.kept.n == 1 ? plan.kept_out[0] : 0;
