@@ -148,6 +148,12 @@ def register_reductions(quick: bool) -> None:
         lambda: [rand((16384, 4096), torch.float32)], lambda x: x[0].sum(-1),
         lambda x: x[0].double().sum(-1),
         lambda x: [torch.empty((16384,), device="cuda", dtype=torch.float32)], {"axes": [-1]})
+    # Column reductions (the reduced axis outermost): a sum over a batch or sequence.
+    for shape, dtype in [((16384, 4096), torch.float32), ((4096, 16384), torch.bfloat16)]:
+        row(f"sum cols {list(shape)}", "sum", dtype, lambda s=shape, d=dtype: [rand(s, d)],
+            lambda x: x[0].sum(0), lambda x: x[0].double().sum(0),
+            lambda x: [torch.empty((x[0].shape[1],), device="cuda", dtype=x[0].dtype)],
+            {"axes": [0]})
     row("argmax [4096, 32000] f32", "argmax", torch.float32,
         lambda: [rand((4096, 32000), torch.float32)], lambda x: x[0].argmax(-1),
         lambda x: x[0].double().argmax(-1),

@@ -38,7 +38,6 @@ using tuning::kMinChunk;
 using tuning::kReduceThreads;
 using tuning::kRowSplitBlocks;
 using tuning::kSplitRowsBelow;
-using tuning::kTargetBlocks;
 using tuning::kWarpFinalizeMax;
 using tuning::kWarpRowMax;
 
@@ -425,6 +424,29 @@ size_t acc_size(ReduceOp op) {
   return (op == ReduceOp::argmax || op == ReduceOp::argmin) ? sizeof(ArgAcc) : sizeof(float);
 }
 
+// Chunks of the reduced range for a column reduction of `blocks` column tiles: where the
+// tiles alone fill under two kColWaveBlocks, the count that brings tiles × chunks closest
+// under one or two of them, as the chunks' minimum length allows; the fewer chunks when
+// both fill alike (each chunk adds a partial per column). f32 [16384, 4096] axis 0: 32
+// tiles, 49 chunks, 1568 blocks; bf16 [4096, 16384]: 64 tiles, 24 chunks, 1536 blocks.
+int64_t col_chunks(int64_t blocks, int64_t k) {
+  constexpr int64_t kWave = tuning::kColWaveBlocks;
+  if (blocks >= 2 * kWave) return 1;
+  int64_t most = ceil_div(k, int64_t{kColY} * tuning::kColMinRowsPerThread);
+  if (most > kMaxPartials) most = kMaxPartials;
+  auto fill = [&](int64_t chunks) {
+    const int64_t n = chunks * blocks;
+    return double(n) / double(ceil_div(n, kWave) * kWave);
+  };
+  int64_t best = 1;
+  for (int64_t waves = 1; waves <= 2; ++waves) {
+    int64_t chunks = waves * kWave / blocks;
+    if (chunks > most) chunks = most;
+    if (chunks >= 1 && fill(chunks) > fill(best) + 0.01) best = chunks;
+  }
+  return best;
+}
+
 // Builds the plan; returns false (with why) when the call cannot be laid out.
 bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& out, Plan* plan,
                std::string* why) {
@@ -517,16 +539,7 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
                    all_aligned(plan->red_x, nr);
     const int64_t vw = plan->vector ? v : 1;
     plan->col_tiles = ceil_div(j, kColX * vw);
-    const int64_t blocks = plan->col_tiles * (plan->m / j);
-    int64_t chunks = 1;
-    if (blocks < kTargetBlocks) {
-      chunks = ceil_div(kTargetBlocks, blocks);
-      // Each y-thread keeps ≥ 32 reduced rows so a chunk amortises its start.
-      const int64_t max_by_len = ceil_div(plan->k, int64_t{kColY} * 32);
-      if (chunks > max_by_len) chunks = max_by_len;
-      if (chunks > kMaxPartials) chunks = kMaxPartials;
-      if (chunks < 1) chunks = 1;
-    }
+    const int64_t chunks = col_chunks(plan->col_tiles * (plan->m / j), plan->k);
     plan->chunk_len = ceil_div(plan->k, chunks);
     plan->chunks = ceil_div(plan->k, plan->chunk_len);
     if (plan->chunks > 65535) {
