@@ -612,7 +612,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   // The split path (chunks > 1) keeps RowParams: its chunk count fills the waves at the
   // residency of that kernel (tuning.cuh), and the lean kernel's fewer registers fit more
   // blocks per SM, which left a tail: sum all f32 read 0.3% slower at [256 Mi] and 2.5% at
-  // [16 Mi] with it (perf/results/h100/2026-11-25_session13/).
+  // [16 Mi] with it (perf/results/h100/2026-11-25_session13/lean_everywhere/).
   if (plan.kind == Plan::kRow && plan.kept.n <= 1 && plan.chunks == 1) {
     RowLeanParams lp{x.data, out.data, workspace};
     lp.row_x = plan.kept.n == 1 ? plan.kept_x[0] : 0;

@@ -34,7 +34,7 @@ inline constexpr int kReduceThreads = 256;
 inline constexpr int kWarpRowMax = 1024;
 // A split column reduction brings its blocks (column tiles × chunks of the reduced range)
 // just under a multiple of this: 12 × 132 is a whole number of waves on an H100 both at 3
-// blocks of 256 per SM (the 16-bit vector column kernels, 78–80 registers) and at 4 (f32,
+// blocks of 256 per SM (bf16's vector column kernels, 78 registers) and at 4 (f32 and f16,
 // ≤ 64). With ceil(528 / tiles) chunks, as before, the grid ran just past a wave (544
 // blocks for f32 [16384, 4096] over axis 0 at 4 per SM, 576 for bf16 [4096, 16384] at 3)
 // and its last blocks ran nearly alone: 0.93× and 0.75× torch
@@ -43,7 +43,7 @@ inline constexpr int kWarpRowMax = 1024;
 // on the shape.
 inline constexpr int kColWaveBlocks = 1584;
 // Each thread of a split column reduction reads at least this many reduced rows: a block's
-// partials (one float per column) are then ≤ 1/16 of what it reads in bf16, 1/32 in f32.
+// partials (one float per column) are then ≤ 1/64 of what it reads in bf16, 1/128 in f32.
 inline constexpr int kColMinRowsPerThread = 16;
 // Split row reductions (a sum over all elements, or over fewer than kSplitRowsBelow long
 // rows): each row is cut into chunks so that rows × chunks ≈ kRowSplitBlocks. Both are
