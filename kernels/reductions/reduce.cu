@@ -196,6 +196,43 @@ struct ColParams {
   int64_t m, k, chunks, chunk_len, col_tiles;
 };
 
+// ColParams where one dim is reduced, the kept dims past the innermost merge into one (outer
+// items a fixed stride apart in x) and the outputs lie a fixed stride apart: sums over axis
+// 0 of a matrix, or over the middle axis of [A, K, B]. Besides the smaller launch, the
+// reduced row's offset is one multiply: with ColParams's run-time choice between that and
+// offset_of, the bf16 vector kernel took 78 registers (3 blocks per SM) instead of 64.
+struct ColLeanParams {
+  const void* x;
+  void* out;
+  void* partials;
+  int64_t outer_x;  // stride between outer items of x
+  int64_t red_x;    // stride between reduced rows of x
+  int64_t out_x;    // stride between consecutive outputs
+  int64_t j, m, k, chunks, chunk_len, col_tiles;
+};
+
+static_assert(sizeof(ColLeanParams) <= kLeanParamBytes, "see kLeanParamBytes");
+
+// Offsets in elements: of outer item `i` and reduced row `r` in x, and of output `o`.
+__device__ __forceinline__ int64_t outer_offset(const ColParams& p, int64_t i) {
+  return offset_of(i, p.outer, p.outer_x);
+}
+__device__ __forceinline__ int64_t red_offset(const ColParams& p, int64_t r) {
+  return p.red.n == 1 ? r * p.red_x[0] : offset_of(r, p.red, p.red_x);
+}
+__device__ __forceinline__ int64_t out_offset(const ColParams& p, int64_t o) {
+  return offset_of(o, p.kept, p.kept_out);
+}
+__device__ __forceinline__ int64_t outer_offset(const ColLeanParams& p, int64_t i) {
+  return i * p.outer_x;
+}
+__device__ __forceinline__ int64_t red_offset(const ColLeanParams& p, int64_t r) {
+  return r * p.red_x;
+}
+__device__ __forceinline__ int64_t out_offset(const ColLeanParams& p, int64_t o) {
+  return o * p.out_x;
+}
+
 constexpr int kUnroll = 4;  // independent 16-byte loads per thread per step
 
 enum RowMode { kRowVector = 0, kRowScalar = 1, kRowGeneric = 2 };
@@ -275,8 +312,10 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
 constexpr int kColX = 32;
 constexpr int kColY = kReduceThreads / kColX;
 
-template <typename T, ReduceOp kOp, bool kVector>
-__global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p) {
+// Params: ColLeanParams, or ColParams (several reduced dims, outer dims that do not merge,
+// or outputs that are not a fixed stride apart).
+template <typename T, ReduceOp kOp, bool kVector, typename Params>
+__global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(Params p) {
   using R = Red<kOp>;
   using Acc = typename R::Acc;
   constexpr int kV = kVector ? Vec16<T>::kN : 1;
@@ -295,7 +334,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
 #pragma unroll
   for (int e = 0; e < kV; ++e) acc[e] = R::identity();
   if (active) {
-    const int64_t base = offset_of(outer_idx, p.outer, p.outer_x) + j0;
+    const int64_t base = outer_offset(p, outer_idx) + j0;
     const int64_t begin = chunk * p.chunk_len;
     const int64_t end = begin + p.chunk_len < p.k ? begin + p.chunk_len : p.k;
     for (int64_t r0 = begin + ty; r0 < end; r0 += kColY * kUnroll) {
@@ -305,7 +344,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t r = r0 + u * kColY;
         if (r < end) {
-          const int64_t off = p.red.n == 1 ? r * p.red_x[0] : offset_of(r, p.red, p.red_x);
+          const int64_t off = red_offset(p, r);
           if constexpr (kVector) {
             vv[u] = load_vec_stream(x + base + off);
           } else {
@@ -338,7 +377,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_col_kernel(ColParams p)
       if (col < p.j) {
         const int64_t o = outer_idx * p.j + col;
         if (p.chunks == 1) {
-          R::template write<T>(p.out, offset_of(o, p.kept, p.kept_out), a, p.k);
+          R::template write<T>(p.out, out_offset(p, o), a, p.k);
         } else {
           static_cast<Acc*>(p.partials)[o * p.chunks + chunk] = a;
         }
@@ -428,7 +467,8 @@ size_t acc_size(ReduceOp op) {
 // tiles alone fill under two kColWaveBlocks, the count that brings tiles × chunks closest
 // under one or two of them, as the chunks' minimum length allows; the fewer chunks when
 // both fill alike (each chunk adds a partial per column). f32 [16384, 4096] axis 0: 32
-// tiles, 49 chunks, 1568 blocks; bf16 [4096, 16384]: 64 tiles, 24 chunks, 1536 blocks.
+// tiles, 82 chunks, 2624 blocks; bf16 [4096, 16384]: 64 tiles, 32 chunks (the most that
+// keep kColMinRowsPerThread), 2048 blocks.
 int64_t col_chunks(int64_t blocks, int64_t k) {
   constexpr int64_t kWave = tuning::kColWaveBlocks;
   if (blocks >= 2 * kWave) return 1;
@@ -605,6 +645,24 @@ cudaError_t run_rows(const Plan& plan, const Params& p, cudaStream_t stream) {
   return launch_finalize<T, kOp>(p, stream);
 }
 
+// COL plans: the column kernel, then FINALIZE over `fp` (the same outputs and partials)
+// where chunks > 1.
+template <typename T, ReduceOp kOp, typename Params, typename FinalizeParams>
+cudaError_t run_cols(const Plan& plan, const Params& p, const FinalizeParams& fp,
+                     cudaStream_t stream) {
+  const int64_t blocks = plan.col_tiles * (plan.m / p.j);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.chunks));
+  if (plan.vector) {
+    reduce_col_kernel<T, kOp, true, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+  } else {
+    reduce_col_kernel<T, kOp, false, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || plan.chunks == 1) return err;
+  return launch_finalize<T, kOp>(fp, stream);
+}
+
 template <typename T, ReduceOp kOp>
 cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out, void* workspace,
                      cudaStream_t stream) {
@@ -640,6 +698,29 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   rp.chunk_len = plan.chunk_len;
   if (plan.kind != Plan::kCol || plan.k == 0) return run_rows<T, kOp>(plan, rp, stream);
 
+  const bool outputs_linear =
+      plan.kept.n == 1 ||
+      (plan.kept.n == 2 && plan.kept_out[1] == plan.kept.size[0] * plan.kept_out[0]);
+  if (plan.red.n == 1 && plan.kept.n <= 2 && outputs_linear) {
+    ColLeanParams cp{x.data, out.data, workspace};
+    cp.outer_x = plan.kept.n == 2 ? plan.kept_x[1] : 0;
+    cp.red_x = plan.red_x[0];
+    cp.out_x = plan.kept_out[0];
+    cp.j = plan.kept.size[0];
+    cp.m = plan.m;
+    cp.k = plan.k;
+    cp.chunks = plan.chunks;
+    cp.chunk_len = plan.chunk_len;
+    cp.col_tiles = plan.col_tiles;
+    RowLeanParams fp{x.data, out.data, workspace};  // the finalize pass over the m outputs
+    fp.row_out = cp.out_x;
+    fp.m = plan.m;
+    fp.k = plan.k;
+    fp.chunks = plan.chunks;
+    fp.chunk_len = plan.chunk_len;
+    return run_cols<T, kOp>(plan, cp, fp, stream);
+  }
+
   ColParams cp{};
   cp.x = x.data;
   cp.out = out.data;
@@ -661,17 +742,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   cp.chunks = plan.chunks;
   cp.chunk_len = plan.chunk_len;
   cp.col_tiles = plan.col_tiles;
-  const int64_t blocks = plan.col_tiles * (plan.m / cp.j);
-  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(plan.chunks));
-  if (plan.vector) {
-    reduce_col_kernel<T, kOp, true><<<grid, kReduceThreads, 0, stream>>>(cp);
-  } else {
-    reduce_col_kernel<T, kOp, false><<<grid, kReduceThreads, 0, stream>>>(cp);
-  }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || plan.chunks == 1) return err;
-  return launch_finalize<T, kOp>(rp, stream);
+  return run_cols<T, kOp>(plan, cp, rp, stream);
 }
 
 template <typename T>

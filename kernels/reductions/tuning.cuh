@@ -33,15 +33,15 @@ inline constexpr int kReduceThreads = 256;
 // Rows of at most this many elements are reduced by one warp each.
 inline constexpr int kWarpRowMax = 1024;
 // A split column reduction brings its blocks (column tiles × chunks of the reduced range)
-// just under a multiple of this: 12 × 132 is a whole number of waves on an H100 both at 3
-// blocks of 256 per SM (bf16's vector column kernels, 78 registers) and at 4 (f32 and f16,
-// ≤ 64). With ceil(528 / tiles) chunks, as before, the grid ran just past a wave (544
-// blocks for f32 [16384, 4096] over axis 0 at 4 per SM, 576 for bf16 [4096, 16384] at 3)
-// and its last blocks ran nearly alone: 0.93× and 0.75× torch
-// (perf/results/h100/2026-11-25_session13/paths/).
+// just under a multiple of this: 20 × 132 is a whole number of waves on an H100 both at 4
+// blocks of 256 per SM (the lean vector kernels of f32 and bf16 sums, ≤ 64 registers) and
+// at 5 (f16 sums and f32 max/min, 48). Against 12 × 132 (whole at 3 and 4 per SM, the
+// residencies before ColLeanParams), it read 1.065 → 1.11× torch for a bf16 sum over
+// axis 0 of [4096, 16384], 1.10 → 1.11× for f32 [16384, 4096], 1.17 → 1.22× for max f32
+// [64, 4096, 64] over axis 1 (perf/results/h100/2026-11-25_session14/col_lean/).
 // A constant, not read from the device, so the split (and so the result bits) depends only
 // on the shape.
-inline constexpr int kColWaveBlocks = 1584;
+inline constexpr int kColWaveBlocks = 2640;
 // Each thread of a split column reduction reads at least this many reduced rows: a block's
 // partials (one float per column) are then ≤ 1/64 of what it reads in bf16, 1/128 in f32.
 inline constexpr int kColMinRowsPerThread = 16;
