@@ -461,7 +461,8 @@ static void check_reduce() {
       check_reduce_case(op, t, {7, 9, 11}, 0b010, true, false, "[7,9,11] axis1 column-generic");
       // Column reductions: ColLeanParams with outer items, split; ColParams (two reduced
       // dims that do not merge).
-      check_reduce_case(op, t, {3, prodlike ? 300 : 5000, 72}, 0b010, false, false, "[3,5000,72] axis1 column split");
+      check_reduce_case(op, t, {3, prodlike ? 300 : 5000, 72}, 0b010, false, false,
+                        "[3,5000,72] axis1 column split");
       check_reduce_case(op, t, {6, 40, 5, 72}, 0b0101, false, false, "[6,40,5,72] axes0,2 column");
       check_reduce_case(op, t, {5}, 0b1, false, false, "[5] all");
     }
