@@ -54,6 +54,37 @@ struct TensorRef {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// `t` with dim `axis` moved last: the same memory, seen in another dim order.
+inline TensorRef axis_last(const TensorRef& t, int axis) {
+  TensorRef r = t;
+  for (int d = axis; d + 1 < t.ndim; ++d) {
+    r.shape[d] = t.shape[d + 1];
+    r.strides[d] = t.strides[d + 1];
+  }
+  r.shape[t.ndim - 1] = t.shape[axis];
+  r.strides[t.ndim - 1] = t.strides[axis];
+  return r;
+}
+
+// Bytes of a row-major copy of `t`, rounded up to 256 so that copies placed one after
+// another in a workspace each start 256-byte aligned.
+inline size_t packed_bytes(const TensorRef& t) {
+  const size_t n = static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+  return (n + 255) / 256 * 256;
+}
+
+// A row-major tensor of `t`'s shape and dtype at `data`.
+inline TensorRef packed_like(const TensorRef& t, void* data) {
+  TensorRef r = t;
+  r.data = data;
+  int64_t s = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    r.strides[d] = s;
+    s *= t.shape[d];
+  }
+  return r;
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace gk::kernels::reductions

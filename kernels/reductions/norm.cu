@@ -23,12 +23,17 @@
 //          workspace; add_*: writes sum
 //   WRITE: every thread merges the row's chunk stats in chunk order (Chan et al.),
 //          re-reads its chunk (from sum for add_*), normalises, writes.
-// STRIDED (anything else): thread per row, three passes over the row.
+// STAGED (a last-axis stride ≠ 1): every such operand is copied into a packed workspace
+//   (the elementwise copy, tiled through shared memory where another dim is contiguous),
+//   the row path runs there, and staged outputs are copied back: what PyTorch does with
+//   .contiguous(). A thread per row over the strided axis read a transposed bf16
+//   [4096, 4096] at 0.043× PyTorch (perf/results/h100/2026-11-25_session13/paths/).
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "device.cuh"
+#include "elementwise.cuh"
 #include "norm.cuh"
 #include "rows.cuh"
 #include "tuning.cuh"
@@ -49,7 +54,6 @@ struct NormParams {
   void* partials;
   RowOperands ops;  // 0 x, 1 out, 2 residual, 3 sum
   int64_t rows, k, chunks;
-  int64_t last[4];  // last-axis strides (strided path)
   int64_t w_stride, b_stride;
   float eps;
   int rms;
@@ -393,49 +397,6 @@ __global__ void __launch_bounds__(kChunkTpr) norm_chunk_write_kernel(NormParams 
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(256) norm_strided_kernel(NormParams p) {
-  const T* w = static_cast<const T*>(p.weight);
-  const T* b = static_cast<const T*>(p.bias);
-  for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < p.rows;
-       row += int64_t{gridDim.x} * blockDim.x) {
-    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
-    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
-    const T* r = p.res ? static_cast<const T*>(p.res) + offset_of(row, p.ops.outer, p.ops.stride[2])
-                       : nullptr;
-    T* sum = p.sum ? static_cast<T*>(p.sum) + offset_of(row, p.ops.outer, p.ops.stride[3]) : nullptr;
-    // The values normalised: x, or x + residual rounded to T (read back from sum).
-    auto value = [&](int64_t i) {
-      return r ? to_f32(sum[i * p.last[3]]) : to_f32(x[i * p.last[0]]);
-    };
-    float s = 0.0f;
-    for (int64_t i = 0; i < p.k; ++i) {
-      float v;
-      if (r) {
-        const T st = from_f32<T>(to_f32(x[i * p.last[0]]) + to_f32(r[i * p.last[2]]));
-        sum[i * p.last[3]] = st;
-        v = to_f32(st);
-      } else {
-        v = to_f32(x[i * p.last[0]]);
-      }
-      s += v;
-    }
-    const float mean = p.rms ? 0.0f : s / static_cast<float>(p.k);
-    float sq = 0.0f;
-    for (int64_t i = 0; i < p.k; ++i) {
-      const float d = value(i) - mean;
-      sq += d * d;
-    }
-    const float inv = 1.0f / sqrtf(sq / static_cast<float>(p.k) + p.eps);
-    for (int64_t i = 0; i < p.k; ++i) {
-      float y = (value(i) - mean) * inv;
-      if (w) y *= to_f32(w[i * p.w_stride]);
-      if (b) y += to_f32(b[i * p.b_stride]);
-      out[i * p.last[1]] = from_f32<T>(y);
-    }
-  }
-}
-
 // The packed kernel with NormRowParams where the rows' outer dims merged into one (or
 // none), else with the full NormParams.
 template <typename T, int kTpr, int kE, bool kRes, PackedForm kForm = PackedForm::general>
@@ -479,8 +440,70 @@ bool use_rows_path(const NormArgs& a) {
   return true;
 }
 
+// Scratch of the row path: chunk statistics for rows longer than the cached limit.
+size_t rows_workspace_bytes(const NormArgs& a) {
+  const int64_t k = a.x.shape[a.x.ndim - 1];
+  if (k <= rows::kMaxCachedRow) return 0;
+  return static_cast<size_t>(a.x.numel() / k * ceil_div(k, tuning::kRowChunk) * 3) * sizeof(float);
+}
+
+// The STAGED path's operands and workspace layout: a packed copy of every operand whose
+// last-axis stride is not 1, in the order x, residual, weight, bias, out, sum; then the
+// row path's scratch. `rows` points into this struct, so it is neither copied nor moved.
+struct NormStaging {
+  static constexpr int kOperands = 6;
+  NormArgs rows;
+  TensorRef residual, weight, bias, sum;
+  bool copy[kOperands] = {};
+  size_t rows_offset = 0, bytes = 0;
+
+  NormStaging(const NormArgs& a, char* ws) : rows(a) {
+    TensorRef* dst[kOperands] = {&rows.x, &residual, &weight, &bias, &rows.out, &sum};
+    const TensorRef* src[kOperands] = {&a.x, a.residual, a.weight, a.bias, &a.out, a.sum};
+    for (int i = 0; i < kOperands; ++i) {
+      if (!src[i]) continue;
+      const TensorRef& t = *src[i];
+      *dst[i] = t;
+      if (t.strides[t.ndim - 1] == 1) continue;
+      *dst[i] = packed_like(t, ws ? ws + bytes : nullptr);
+      bytes += packed_bytes(t);
+      copy[i] = true;
+    }
+    if (a.residual) rows.residual = &residual;
+    if (a.weight) rows.weight = &weight;
+    if (a.bias) rows.bias = &bias;
+    if (a.sum) rows.sum = &sum;
+    rows_offset = bytes;
+    bytes += rows_workspace_bytes(rows);
+  }
+  NormStaging(const NormStaging&) = delete;
+  NormStaging& operator=(const NormStaging&) = delete;
+};
+
+template <typename T>
+cudaError_t run_rows(const NormArgs& a, void* ws, cudaStream_t stream);
+
 template <typename T>
 cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
+  if (a.x.numel() == 0) return cudaSuccess;
+  if (use_rows_path(a)) return run_rows<T>(a, ws, stream);
+  const NormStaging s(a, static_cast<char*>(ws));
+  const TensorRef* user[NormStaging::kOperands] = {&a.x,   a.residual, a.weight,
+                                                   a.bias, &a.out,     a.sum};
+  const TensorRef* staged[NormStaging::kOperands] = {&s.rows.x, &s.residual, &s.weight,
+                                                     &s.bias,   &s.rows.out, &s.sum};
+  cudaError_t err = cudaSuccess;
+  for (int i = 0; i < 4 && err == cudaSuccess; ++i)  // inputs
+    if (s.copy[i]) err = launch_cast(*user[i], *staged[i], stream);
+  if (err == cudaSuccess) err = run_rows<T>(s.rows, static_cast<char*>(ws) + s.rows_offset, stream);
+  for (int i = 4; i < NormStaging::kOperands && err == cudaSuccess; ++i)  // outputs
+    if (s.copy[i]) err = launch_cast(*staged[i], *user[i], stream);
+  return err;
+}
+
+// The row path: every operand's last-axis stride is 1 (or rows of one element).
+template <typename T>
+cudaError_t run_rows(const NormArgs& a, void* ws, cudaStream_t stream) {
   const int last = a.x.ndim - 1;
   NormParams p{};
   p.x = a.x.data;
@@ -498,15 +521,8 @@ cudaError_t run(const NormArgs& a, void* ws, cudaStream_t stream) {
   const TensorRef* ts[4];
   const int n = gather(a, ts);
   p.ops = rows::make_row_operands(ts, n, last);
-  for (int i = 0; i < n; ++i) p.last[i] = ts[i]->strides[last];
   p.rows = 1;
   for (int i = 0; i < p.ops.outer.n; ++i) p.rows *= p.ops.outer.size[i];
-  if (p.k == 0 || p.rows == 0 || a.x.numel() == 0) return cudaSuccess;
-
-  if (!use_rows_path(a)) {
-    norm_strided_kernel<T><<<capped_grid(ceil_div(p.rows, 256)), 256, 0, stream>>>(p);
-    return cudaGetLastError();
-  }
   constexpr int kV = Vec16<T>::kN;
   bool vec = p.k % kV == 0 && rows::rows_aligned16(p.ops, ts, n);
   if (a.weight && !aligned16(a.weight->data)) vec = false;
@@ -583,10 +599,9 @@ bool can_implement_norm(const NormArgs& a, std::string* why) {
 }
 
 size_t norm_workspace_bytes(const NormArgs& a) {
-  if (a.x.ndim < 1 || !use_rows_path(a)) return 0;
-  const int64_t k = a.x.shape[a.x.ndim - 1];
-  if (k <= rows::kMaxCachedRow) return 0;
-  return static_cast<size_t>(a.x.numel() / k * ceil_div(k, tuning::kRowChunk) * 3) * sizeof(float);
+  if (a.x.ndim < 1 || a.x.numel() == 0) return 0;
+  if (use_rows_path(a)) return rows_workspace_bytes(a);
+  return NormStaging(a, nullptr).bytes;
 }
 
 cudaError_t launch_norm(const NormArgs& a, void* workspace, cudaStream_t stream) {

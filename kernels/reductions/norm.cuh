@@ -21,7 +21,8 @@ struct NormArgs {
 
 bool can_implement_norm(const NormArgs& a, std::string* why);
 
-// Scratch for rows longer than the register-cached limit (0 otherwise).
+// Scratch: packed copies of the operands whose last-axis stride is not 1, and chunk
+// statistics for rows longer than the register-cached limit (0 when neither is needed).
 size_t norm_workspace_bytes(const NormArgs& a);
 
 cudaError_t launch_norm(const NormArgs& a, void* workspace, cudaStream_t stream);

@@ -10,12 +10,15 @@
 //   STATS: block per (row, chunk): chunk in registers, (m_c, s_c) → workspace
 //   WRITE: block per (row, chunk): every thread folds the row's (m_c, s_c) in chunk
 //          order, re-reads its chunk and writes. 2 reads + 1 write of x.
-// STRIDED (axis stride ≠ 1): thread per row, consecutive threads on consecutive
-//   rows (coalesced when the innermost other dim is contiguous); an online
-//   (max, sum) pass then a write pass.
+// STAGED (axis stride ≠ 1 in x or out): the operand is copied with the axis last into a
+//   packed workspace (the elementwise copy, tiled through shared memory where another dim
+//   is contiguous), the row path runs there, and out is copied back. A thread per row
+//   over the strided axis ran at 39 GB/s on f32 [4096, 4096] over axis 0 (H100,
+//   perf/results/h100/2026-11-25_session13/paths/): 4096 threads in flight.
 #include <cmath>
 
 #include "device.cuh"
+#include "elementwise.cuh"
 #include "rows.cuh"
 #include "softmax.cuh"
 #include "tuning.cuh"
@@ -32,7 +35,6 @@ struct SoftmaxParams {
   void* partials;
   RowOperands ops;  // operand 0 = x, 1 = out
   int64_t rows, k, chunks;
-  int64_t axis_x, axis_out;  // strided path only
   int log;
 };
 
@@ -186,37 +188,6 @@ __global__ void __launch_bounds__(kChunkTpr) softmax_chunk_write_kernel(SoftmaxP
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(256) softmax_strided_kernel(SoftmaxParams p) {
-  for (int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; row < p.rows;
-       row += int64_t{gridDim.x} * blockDim.x) {
-    const T* x = static_cast<const T*>(p.x) + offset_of(row, p.ops.outer, p.ops.stride[0]);
-    T* out = static_cast<T*>(p.out) + offset_of(row, p.ops.outer, p.ops.stride[1]);
-    // One thread walks the whole row, so the sum is sequential: in f32 its rounding grew to
-    // 1e-5 of log(sum) over 3000 elements, which log_softmax's v - m - log(sum) keeps in
-    // full. Summed in f64 (and the log output formed in f64, rounded once), it stays within
-    // an ulp of f32. The row order is fixed, so the result is still bit-for-bit repeatable.
-    float m = -INFINITY;
-    double sum = 0.0;
-    for (int64_t i = 0; i < p.k; ++i) {
-      const float v = to_f32(x[i * p.axis_x]);
-      if (v > m) {
-        sum = (m == -INFINITY ? 0.0 : sum * double(expf(m - v))) + 1.0;
-        m = v;
-      } else if (v != -INFINITY) {
-        sum += double(element_exp<T>(v - m));  // NaN lands here and poisons the row, as it should
-      }
-    }
-    const double ls = log(sum);
-    const float inv = float(1.0 / sum);
-    for (int64_t i = 0; i < p.k; ++i) {
-      const float v = to_f32(x[i * p.axis_x]);
-      out[i * p.axis_out] = from_f32<T>(p.log ? float(double(v) - double(m) - ls)
-                                              : element_exp<T>(v - m) * inv);
-    }
-  }
-}
-
 template <typename T, int kTpr, int kE, bool kVec>
 void launch_cached(const SoftmaxParams& p, unsigned grid, cudaStream_t stream) {
   constexpr int kThreads = block_threads<kTpr>();
@@ -237,9 +208,51 @@ bool use_rows_path(const TensorRef& x, int axis, const TensorRef& out) {
   return x.shape[axis] == 1 || (x.strides[axis] == 1 && out.strides[axis] == 1);
 }
 
+// Scratch of the row path: chunk statistics for rows longer than the cached limit.
+size_t rows_workspace_bytes(const TensorRef& x, int axis) {
+  const int64_t k = x.shape[axis];
+  if (k <= rows::kMaxCachedRow) return 0;
+  return static_cast<size_t>(x.numel() / k * ceil_div(k, tuning::kRowChunk) * 2) * sizeof(float);
+}
+
+// The STAGED path's operands (axis last) and workspace layout: [x copy][out copy][row
+// scratch], each present only where needed. The cached kernel reads a whole row before
+// writing it, so with both copies needed and rows within the cached limit, out's copy is
+// x's (in place).
+struct Staging {
+  TensorRef x, out;  // what the row path reads and writes
+  bool copy_x = false, copy_out = false;
+  size_t rows_offset = 0, bytes = 0;
+};
+
+Staging make_staging(const TensorRef& x, int axis, const TensorRef& out, char* ws) {
+  Staging s;
+  s.x = axis_last(x, axis);
+  s.out = axis_last(out, axis);
+  const int last = x.ndim - 1;
+  s.copy_x = s.x.strides[last] != 1;
+  s.copy_out = s.out.strides[last] != 1;
+  if (s.copy_x) {
+    s.x = packed_like(s.x, ws);
+    s.bytes += packed_bytes(s.x);
+  }
+  if (s.copy_out) {
+    if (s.copy_x && x.shape[axis] <= rows::kMaxCachedRow) {
+      s.out = packed_like(s.out, s.x.data);
+    } else {
+      s.out = packed_like(s.out, ws ? ws + s.bytes : nullptr);
+      s.bytes += packed_bytes(s.out);
+    }
+  }
+  s.rows_offset = s.bytes;
+  s.bytes += rows_workspace_bytes(x, axis);
+  return s;
+}
+
+// The row path: x and out with stride 1 along `axis` (or a row of one).
 template <typename T>
-cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, void* ws,
-                cudaStream_t stream) {
+cudaError_t run_rows(const TensorRef& x, int axis, bool log, const TensorRef& out, void* ws,
+                     cudaStream_t stream) {
   SoftmaxParams p{};
   p.x = x.data;
   p.out = out.data;
@@ -250,15 +263,7 @@ cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, vo
   p.ops = rows::make_row_operands(ts, 2, axis);
   p.rows = 1;
   for (int i = 0; i < p.ops.outer.n; ++i) p.rows *= p.ops.outer.size[i];
-  if (p.k == 0 || p.rows == 0 || x.numel() == 0) return cudaSuccess;
   constexpr int kV = Vec16<T>::kN;
-
-  if (!use_rows_path(x, axis, out)) {
-    p.axis_x = x.strides[axis];
-    p.axis_out = out.strides[axis];
-    softmax_strided_kernel<T><<<capped_grid(ceil_div(p.rows, 256)), 256, 0, stream>>>(p);
-    return cudaGetLastError();
-  }
   const bool vec = p.k % kV == 0 && rows::rows_aligned16(p.ops, ts, 2);
   if (p.k > rows::kMaxCachedRow) {
     p.chunks = ceil_div(p.k, tuning::kRowChunk);
@@ -286,6 +291,21 @@ cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, vo
   });
 }
 
+template <typename T>
+cudaError_t run(const TensorRef& x, int axis, bool log, const TensorRef& out, void* ws,
+                cudaStream_t stream) {
+  if (x.numel() == 0) return cudaSuccess;
+  if (use_rows_path(x, axis, out)) return run_rows<T>(x, axis, log, out, ws, stream);
+  const Staging s = make_staging(x, axis, out, static_cast<char*>(ws));
+  const int last = x.ndim - 1;
+  cudaError_t err = cudaSuccess;
+  if (s.copy_x) err = launch_cast(axis_last(x, axis), s.x, stream);
+  if (err == cudaSuccess)
+    err = run_rows<T>(s.x, last, log, s.out, static_cast<char*>(ws) + s.rows_offset, stream);
+  if (err == cudaSuccess && s.copy_out) err = launch_cast(s.out, axis_last(out, axis), stream);
+  return err;
+}
+
 }  // namespace
 
 bool can_implement_softmax(const TensorRef& x, int axis, const TensorRef& out, std::string* why) {
@@ -301,9 +321,9 @@ bool can_implement_softmax(const TensorRef& x, int axis, const TensorRef& out, s
 }
 
 size_t softmax_workspace_bytes(const TensorRef& x, int axis, const TensorRef& out) {
-  if (x.ndim == 0 || !use_rows_path(x, axis, out) || x.shape[axis] <= rows::kMaxCachedRow) return 0;
-  const int64_t k = x.shape[axis];
-  return static_cast<size_t>(x.numel() / k * ceil_div(k, tuning::kRowChunk) * 2) * sizeof(float);
+  if (x.ndim == 0 || x.numel() == 0) return 0;
+  if (use_rows_path(x, axis, out)) return rows_workspace_bytes(x, axis);
+  return make_staging(x, axis, out, nullptr).bytes;
 }
 
 cudaError_t launch_softmax(const TensorRef& x, int axis, bool log, const TensorRef& out,
