@@ -18,11 +18,13 @@
 //     p = (b*T + tid)*V                             // one 16-byte vector per operand
 //     load V-wide from each operand, compute, store V-wide (threads past n return)
 // TRANSPOSED (an input's stride-1 dim a is not out's stride-1 dim b, e.g. x.T into a
-// row-major out): 32 × 32 tiles over (a, b), the other dims a batch:
+// row-major out): 64 × 64 tiles over (a, b) (32 × 32 where elements cannot be paired), the
+// other dims a batch:
 //   for tile in grid-stride(batch × tiles):
-//     threads 32 (x) × 8 (y): load tile[b0+y+8j][a0+x] from every input whose stride
-//       along a is 1 (coalesced along a) into shared memory; barrier
-//     out[a0+y+8j][b0+x] = fn(tile[x][y+8j], other inputs read directly)  (coalesced along b)
+//     threads 32 (x) × 8 (y): load pairs tile[b0+y+8j][a0+2x, +1] from every input whose
+//       stride along a is 1 (coalesced along a) into shared memory; barrier
+//     out[a0+y+8j][b0+2x, +1] = fn(tile[2x, +1][y+8j], other inputs read directly)
+//       (coalesced along b)
 // Without it each warp's 32 stores (or loads) hit 32 rows: silu of a transposed bf16
 // [8192, 8192] view read 0.18× PyTorch (perf/results/h100/2026-11-25_session13/paths/).
 // 16-bit types use the hardware exp/reciprocal (see "element functions").
@@ -335,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, kEwResidentThreads / kThreads)
 }
 
 // TRANSPOSED path (see the top of the file). Operand k: 0 out, 1 in0, 2 in1.
-constexpr int kTile = 32;
+constexpr int kTile = 32;  // threads along a tile side; each covers kP elements
 constexpr int kTileRows = 8;
 
 struct EwTileParams {
@@ -350,13 +352,17 @@ struct EwTileParams {
   bool staged[3];  // inputs read through shared memory (stride 1 along a)
 };
 
-template <typename Fn>
+// kP = 2: tiles of 64 × 64, each thread loading (and storing) pairs of adjacent elements,
+// 16 elements per thread; kP = 1 (sizes, strides or pointers not paired): 32 × 32.
+template <typename Fn, int kP>
 __global__ void __launch_bounds__(kTile* kTileRows) elementwise_tiled_kernel(EwTileParams p) {
   using In = typename Fn::In;
   using Out = typename Fn::Out;
   constexpr int kStaged = Fn::kInputs;
-  // +1 column: the write phase reads a column of the tile without bank conflicts.
-  __shared__ In tile[kStaged][kTile][kTile + 1];
+  constexpr int kSide = kTile * kP;
+  // +1 column: the write phase reads down a column of the tile; with the odd row length
+  // (in 2- or 4-byte words) consecutive threads hit consecutive banks.
+  __shared__ In tile[kStaged][kSide][kSide + 1];
   const Fn fn;
   const In* in[2] = {static_cast<const In*>(p.in0), static_cast<const In*>(p.in1)};
   Out* out = static_cast<Out*>(p.out);
@@ -366,36 +372,58 @@ __global__ void __launch_bounds__(kTile* kTileRows) elementwise_tiled_kernel(EwT
   for (int64_t t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
     const int64_t item = t / per_batch;
     const int64_t rem = t - item * per_batch;
-    const int64_t a0 = (rem % p.tiles_a) * kTile;
-    const int64_t b0 = (rem / p.tiles_a) * kTile;
+    const int64_t a0 = (rem % p.tiles_a) * kSide;
+    const int64_t b0 = (rem / p.tiles_a) * kSide;
     int64_t base[3];
 #pragma unroll
     for (int k = 0; k < 3; ++k) base[k] = offset_of(item, p.batch, p.batch_stride[k]);
+      // Load: along a, coalesced.
 #pragma unroll
     for (int k = 0; k < kStaged; ++k) {
       if (!p.staged[k + 1]) continue;
-      const int64_t a = a0 + tx;
+      const int64_t a = a0 + tx * kP;
 #pragma unroll
-      for (int j = 0; j < kTile / kTileRows; ++j) {
-        const int64_t b = b0 + ty + j * kTileRows;
-        if (a < p.size_a && b < p.size_b)
-          tile[k][ty + j * kTileRows][tx] = in[k][base[k + 1] + a + b * p.stride_b[k + 1]];
+      for (int j = 0; j < kSide / kTileRows; ++j) {
+        const int bl = ty + j * kTileRows;
+        const int64_t b = b0 + bl;
+        if (a < p.size_a && b < p.size_b) {
+          const In* src = in[k] + base[k + 1] + a + b * p.stride_b[k + 1];
+          if constexpr (kP == 1) {
+            tile[k][bl][tx] = *src;
+          } else {
+            const VecN<In, kP> v = load_bits<VecN<In, kP>>(src);
+#pragma unroll
+            for (int e = 0; e < kP; ++e) tile[k][bl][tx * kP + e] = v.v[e];
+          }
+        }
       }
     }
     __syncthreads();
-    const int64_t b = b0 + tx;
+    // Store: along b, coalesced.
+    const int64_t b = b0 + tx * kP;
 #pragma unroll
-    for (int j = 0; j < kTile / kTileRows; ++j) {
-      const int64_t a = a0 + ty + j * kTileRows;
+    for (int j = 0; j < kSide / kTileRows; ++j) {
+      const int al = ty + j * kTileRows;
+      const int64_t a = a0 + al;
       if (a < p.size_a && b < p.size_b) {
-        In v[2] = {In{}, In{}};
+        VecN<Out, kP> r;
 #pragma unroll
-        for (int k = 0; k < kStaged; ++k) {
-          v[k] = p.staged[k + 1]
-                     ? tile[k][tx][ty + j * kTileRows]
-                     : in[k][base[k + 1] + a * p.stride_a[k + 1] + b * p.stride_b[k + 1]];
+        for (int e = 0; e < kP; ++e) {
+          In v[2] = {In{}, In{}};
+#pragma unroll
+          for (int k = 0; k < kStaged; ++k) {
+            v[k] = p.staged[k + 1]
+                       ? tile[k][tx * kP + e][al]
+                       : in[k][base[k + 1] + a * p.stride_a[k + 1] + (b + e) * p.stride_b[k + 1]];
+          }
+          r.v[e] = fn(v[0], v[1]);
         }
-        out[base[0] + a * p.stride_a[0] + b] = fn(v[0], v[1]);
+        Out* dst = out + base[0] + a * p.stride_a[0] + b;
+        if constexpr (kP == 1) {
+          *dst = r.v[0];
+        } else {
+          store_bits(dst, r);
+        }
       }
     }
     __syncthreads();
@@ -495,12 +523,30 @@ cudaError_t launch_tiled(const Layout& l, int da, int db, void* out, const void*
     p.stride_b[k] = l.strides[k][db];
     p.staged[k] = k > 0 && p.stride_a[k] == 1;
   }
-  p.tiles_a = ceil_div(p.size_a, int64_t{kTile});
-  p.tiles_b = ceil_div(p.size_b, int64_t{kTile});
+  // Pairs: both sizes even, and every paired access (staged inputs along a, out along b)
+  // starts on an even element of an aligned pointer.
+  bool paired = p.size_a % 2 == 0 && p.size_b % 2 == 0;
+  const void* ptrs[3] = {out, in0, in1};
+  const size_t esize[3] = {sizeof(typename Fn::Out), sizeof(typename Fn::In),
+                           sizeof(typename Fn::In)};
+  for (int k = 0; k < nops && paired; ++k) {
+    if (k > 0 && !p.staged[k]) continue;
+    if (reinterpret_cast<uintptr_t>(ptrs[k]) % (2 * esize[k]) != 0) paired = false;
+    if ((k == 0 ? p.stride_a[k] : p.stride_b[k]) % 2 != 0) paired = false;
+    for (int i = 0; i < p.batch.n; ++i)
+      if (p.batch_stride[k][i] % 2 != 0) paired = false;
+  }
+  const int64_t side = paired ? 2 * kTile : kTile;
+  p.tiles_a = ceil_div(p.size_a, side);
+  p.tiles_b = ceil_div(p.size_b, side);
   p.num_tiles = items * p.tiles_a * p.tiles_b;
   if (p.num_tiles == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
-  elementwise_tiled_kernel<Fn><<<grid, kTile * kTileRows, 0, stream>>>(p);
+  if (paired) {
+    elementwise_tiled_kernel<Fn, 2><<<grid, kTile * kTileRows, 0, stream>>>(p);
+  } else {
+    elementwise_tiled_kernel<Fn, 1><<<grid, kTile * kTileRows, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 

@@ -218,7 +218,9 @@ __device__ __forceinline__ int64_t outer_offset(const ColParams& p, int64_t i) {
   return offset_of(i, p.outer, p.outer_x);
 }
 __device__ __forceinline__ int64_t red_offset(const ColParams& p, int64_t r) {
-  return p.red.n == 1 ? r * p.red_x[0] : offset_of(r, p.red, p.red_x);
+  if (p.red.n == 1) return r * p.red_x[0];
+  return p.k <= UINT32_MAX ? offset_of_u32(static_cast<uint32_t>(r), p.red, p.red_x)
+                           : offset_of(r, p.red, p.red_x);
 }
 __device__ __forceinline__ int64_t out_offset(const ColParams& p, int64_t o) {
   return offset_of(o, p.kept, p.kept_out);
@@ -286,7 +288,10 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
             const int64_t i = i0 + int64_t{u} * kTpr;
             if (i < end) {
               int64_t off = i;
-              if constexpr (kMode == kRowGeneric) off = offset_of(i, p.red, p.red_x);
+              if constexpr (kMode == kRowGeneric) {
+                off = p.k <= UINT32_MAX ? offset_of_u32(static_cast<uint32_t>(i), p.red, p.red_x)
+                                        : offset_of(i, p.red, p.red_x);
+              }
               v[u] = to_f32(x[base + off]);
             }
           }

@@ -102,6 +102,13 @@ std::vector<Case> cases() {
   c.push_back({"rmsnorm", {{{1, 4096}}, {{4096}}}, {}, kFloat});
   c.push_back({"add_layernorm", {{{64, 4096}}, {{64, 4096}}, {{4096}}, {{4096}}}, {}, kFloat});
   c.push_back({"add_rmsnorm", {{{64, 4096}}, {{64, 4096}}, {{4096}}}, {}, kFloat});
+  // Strided last axes (every other element): the staged path, through the plugin's workspace.
+  c.push_back(
+      {"layernorm", {{{7, 1000}, -1, 1, true}, {{1000}, -1, 1, true}, {{1000}}}, {}, kFloat});
+  c.push_back({"rmsnorm", {{{33, 300}, -1, 1, true}, {{300}}}, {}, kFloat});
+  c.push_back(
+      {"add_rmsnorm", {{{16, 512}}, {{16, 512}, -1, 1, true}, {{512}, -1, 1, true}}, {}, kFloat});
+  c.push_back({"softmax", {{{33, 500}, -5, 5, true}}, {}, kFloat});
 
   // matmul: every size of the set appears as M, N and K; all transpose pairs.
   const std::vector<std::array<int64_t, 3>> shapes = {
