@@ -237,14 +237,23 @@ __device__ __forceinline__ int64_t out_offset(const ColLeanParams& p, int64_t o)
 
 constexpr int kUnroll = 4;  // independent 16-byte loads per thread per step
 
-enum RowMode { kRowVector = 0, kRowScalar = 1, kRowGeneric = 2 };
+// kRowGenericVector: GENERIC with its innermost reduced dim contiguous and a multiple of
+// V long (NCHW channel statistics: H·W), so no vector straddles two runs.
+enum RowMode { kRowVector = 0, kRowScalar = 1, kRowGeneric = 2, kRowGenericVector = 3 };
+
+// Offset in x of reduced index `i` of a GENERIC row.
+__device__ __forceinline__ int64_t red_offset(const RowParams& p, int64_t i) {
+  return p.k <= UINT32_MAX ? offset_of_u32(static_cast<uint32_t>(i), p.red, p.red_x)
+                           : offset_of(i, p.red, p.red_x);
+}
 
 // Params: RowLeanParams, or RowParams (kRowGeneric, or kept dims that do not merge).
 template <typename T, ReduceOp kOp, int kTpr, int kMode, typename Params>
 __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
   using R = Red<kOp>;
   using Acc = typename R::Acc;
-  constexpr int kV = kMode == kRowVector ? Vec16<T>::kN : 1;
+  constexpr bool kVector = kMode == kRowVector || kMode == kRowGenericVector;
+  constexpr int kV = kVector ? Vec16<T>::kN : 1;
   constexpr int kGroups = kReduceThreads / kTpr;
   __shared__ Acc scratch[kReduceThreads / 32];
   allow_dependent_launch();
@@ -266,12 +275,16 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
       const int64_t end = begin + p.chunk_len < p.k ? begin + p.chunk_len : p.k;
       constexpr int64_t kStep = int64_t{kTpr} * kV * kUnroll;
       for (int64_t i0 = begin + int64_t{t} * kV; i0 < end; i0 += kStep) {
-        if constexpr (kMode == kRowVector) {
+        if constexpr (kVector) {
           Vec16<T> v[kUnroll];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
             const int64_t i = i0 + int64_t{u} * kTpr * kV;
-            if (i < end) v[u] = load_vec_stream(x + base + i);
+            if (i < end) {
+              int64_t off = i;
+              if constexpr (kMode == kRowGenericVector) off = red_offset(p, i);
+              v[u] = load_vec_stream(x + base + off);
+            }
           }
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
@@ -288,10 +301,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_row_kernel(Params p) {
             const int64_t i = i0 + int64_t{u} * kTpr;
             if (i < end) {
               int64_t off = i;
-              if constexpr (kMode == kRowGeneric) {
-                off = p.k <= UINT32_MAX ? offset_of_u32(static_cast<uint32_t>(i), p.red, p.red_x)
-                                        : offset_of(i, p.red, p.red_x);
-              }
+              if constexpr (kMode == kRowGeneric) off = red_offset(p, i);
               v[u] = to_f32(x[base + off]);
             }
           }
@@ -597,6 +607,11 @@ bool make_plan(ReduceOp op, const TensorRef& x, uint32_t mask, const TensorRef& 
   plan->tpr = plan->k <= kWarpRowMax ? 32 : kReduceThreads;
   plan->vector = plan->kind == Plan::kRow && plan->k % v == 0 && aligned16(x.data) &&
                  all_aligned(plan->kept_x, nk);
+  if (plan->kind == Plan::kGeneric) {
+    plan->vector = nr >= 1 && plan->red_x[0] == 1 && plan->red.size[0] % v == 0 &&
+                   aligned16(x.data) && all_aligned(plan->kept_x, nk) &&
+                   all_aligned(plan->red_x + 1, nr - 1);
+  }
   int64_t chunks = 1;
   if (plan->tpr == kReduceThreads && plan->m < kSplitRowsBelow) {
     chunks = ceil_div(kRowSplitBlocks, plan->m);
@@ -630,7 +645,13 @@ cudaError_t run_rows(const Plan& plan, const Params& p, cudaStream_t stream) {
     constexpr int kTpr = decltype(tpr)::value;
     if constexpr (std::is_same_v<Params, RowParams>) {
       if (plan.kind == Plan::kGeneric) {
-        reduce_row_kernel<T, kOp, kTpr, kRowGeneric, Params><<<grid, kReduceThreads, 0, stream>>>(p);
+        if (plan.vector) {
+          reduce_row_kernel<T, kOp, kTpr, kRowGenericVector, Params>
+              <<<grid, kReduceThreads, 0, stream>>>(p);
+        } else {
+          reduce_row_kernel<T, kOp, kTpr, kRowGeneric, Params>
+              <<<grid, kReduceThreads, 0, stream>>>(p);
+        }
         return;
       }
     }

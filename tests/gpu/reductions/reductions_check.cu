@@ -504,6 +504,11 @@ static void check_reduce() {
       check_reduce_case(op, t, {3, 1 << 18, 3}, 0b111, false, false, "[3,2^18,3] all (two-pass)");
       check_reduce_case(op, t, {prodlike ? 300 : 5000, 72}, 0b01, false, false, "[5000,72] axis0 column");
       check_reduce_case(op, t, {37, 33, 65}, 0b101, false, false, "[37,33,65] axes0,2 generic");
+      // GENERIC with a contiguous innermost reduced run of a multiple of V (NCHW statistics).
+      check_reduce_case(op, t, {6, 40, 8, 16}, 0b1101, false, false,
+                        "[6,40,8,16] axes0,2,3 generic vector");
+      check_reduce_case(op, t, {4, 30, 64, prodlike ? 8 : 64}, 0b1101, true, false,
+                        "[4,30,64,64] axes0,2,3 generic vector split");
       check_reduce_case(op, t, {130, 1001}, 0b10, false, true, "[130,1001] axis1 transposed");
       check_reduce_case(op, t, {1001, 130}, 0b01, false, true, "[1001,130] axis0 transposed");
       // Rows with kept dims that do not merge (x transposed): the RowParams form of the row kernel.
