@@ -54,7 +54,6 @@ struct NormParams {
   void* partials;
   RowOperands ops;  // 0 x, 1 out, 2 residual, 3 sum
   int64_t rows, k, chunks;
-  int64_t w_stride, b_stride;
   float eps;
   int rms;
 };
@@ -516,8 +515,6 @@ cudaError_t run_rows(const NormArgs& a, void* ws, cudaStream_t stream) {
   p.k = a.x.shape[last];
   p.eps = a.eps;
   p.rms = a.rms ? 1 : 0;
-  p.w_stride = a.weight ? a.weight->strides[0] : 0;
-  p.b_stride = a.bias ? a.bias->strides[0] : 0;
   const TensorRef* ts[4];
   const int n = gather(a, ts);
   p.ops = rows::make_row_operands(ts, n, last);
