@@ -693,11 +693,16 @@ template <typename T, ReduceOp kOp>
 cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out, void* workspace,
                      cudaStream_t stream) {
   if (plan.m == 0) return cudaSuccess;
-  // The split path (chunks > 1) keeps RowParams: its chunk count fills the waves at the
-  // residency of that kernel (tuning.cuh), and the lean kernel's fewer registers fit more
-  // blocks per SM, which left a tail: sum all f32 read 0.3% slower at [256 Mi] and 2.5% at
-  // [16 Mi] with it (perf/results/h100/2026-11-25_session13/lean_everywhere/).
-  if (plan.kind == Plan::kRow && plan.kept.n <= 1 && plan.chunks == 1) {
+  // The split path (chunks > 1) takes the kernel that holds 4 blocks per SM, the residency
+  // its chunk count fills (tuning.cuh; ptxas -v, sm_90a, sum): for bf16 the lean one (58
+  // registers; RowParams 76, 3 per SM); for f16 and f32 RowParams (60 and 62; their lean
+  // ones, 42 and 48, hold 5 and left a tail: sum all f32 [16 Mi] 2.5% slower,
+  // perf/results/h100/2026-11-25_session13/lean_everywhere/). Lean bf16 splits, H100 / H200:
+  // sum all [16 Mi] 1.13 → 1.18 / 1.05 → 1.15x torch, [64 Mi] 1.04 / 0.93 → 1.00x, [64, 1 Mi]
+  // over the last axis 1.23 → 1.27 / 1.12 → 1.29x
+  // (perf/results/h{100,200}/2026-11-25_session15/split_probe/).
+  constexpr bool lean_split = std::is_same_v<T, __nv_bfloat16>;
+  if (plan.kind == Plan::kRow && plan.kept.n <= 1 && (plan.chunks == 1 || lean_split)) {
     RowLeanParams lp{x.data, out.data, workspace};
     lp.row_x = plan.kept.n == 1 ? plan.kept_x[0] : 0;
     lp.row_out = plan.kept.n == 1 ? plan.kept_out[0] : 0;

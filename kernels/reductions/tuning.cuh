@@ -47,8 +47,8 @@ inline constexpr int kColWaveBlocks = 2640;
 inline constexpr int kColMinRowsPerThread = 16;
 // Split row reductions (a sum over all elements, or over fewer than kSplitRowsBelow long
 // rows): each row is cut into chunks so that rows × chunks ≈ kRowSplitBlocks. Both are
-// multiples of 4 × 132 (f32: 4 blocks of 256 per SM) and 3 × 132 (16-bit:
-// reduce_row_kernel bf16 uses 76 registers, so 3 blocks per SM), so every wave on an H100
+// multiples of 4 × 132 (the split kernels hold 4 blocks of 256 per SM: reduce.cu run_plan)
+// and 3 × 132 (the 16-bit kernel's residency until session 15), so every wave on an H100
 // is full. With 528 chunks a bf16 split ran as 396 blocks and then a tail of 132 at one
 // block per SM: sum all bf16 [64 Mi] read 82% of copy (perf/results/h100/
 // 2026-11-25_reductions/). Finer chunks shorten the last wave's tail; for sum all bf16
