@@ -698,7 +698,7 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   // registers; RowParams 76, 3 per SM); for f16 and f32 RowParams (60 and 62; their lean
   // ones, 42 and 48, hold 5 and left a tail: sum all f32 [16 Mi] 2.5% slower,
   // perf/results/h100/2026-11-25_session13/lean_everywhere/). Lean bf16 splits, H100 / H200:
-  // sum all [16 Mi] 1.13 → 1.18 / 1.05 → 1.15x torch, [64 Mi] 1.04 / 0.93 → 1.00x, [64, 1 Mi]
+  // sum all [16 Mi] 1.13 → 1.17–1.18 / 1.05 → 1.15x torch, [64 Mi] 1.04 / 0.93 → 1.00x, [64, 1 Mi]
   // over the last axis 1.23 → 1.27 / 1.12 → 1.29x
   // (perf/results/h{100,200}/2026-11-25_session15/split_probe/).
   constexpr bool lean_split = std::is_same_v<T, __nv_bfloat16>;
