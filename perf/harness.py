@@ -356,8 +356,8 @@ def served_by(b: Bench) -> str:
 
 
 def markdown(rows, meta) -> str:
-    lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}, "
-             f"gpukit.call: {meta.get('call_path', 'python')}", "",
+    lines = [f"# GPUkit vs peers — {meta['device']}, {meta['date']}, commit {meta['commit']}",
+             "",
              f"Same-run device-to-device copy: {meta['copy_gbs']:.0f} GB/s. Ratio = peer time / "
              "ours (above 1: ours is faster), medians, ours and the peer taking turns call by "
              "call. Errors: relative Frobenius vs float64. Rows moving "
@@ -413,7 +413,7 @@ def main() -> int:
         FAMILIES[fam](args.quick)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": os.environ.get("GPUKIT_COMMIT", "unknown"), "torch": torch.__version__,
-            "gpukit": gpukit.library_version(), "tag": args.tag, "call_path": gpukit.CALL_PATH,
+            "gpukit": gpukit.library_version(), "tag": args.tag,
             "plugins_disable": os.environ.get("GPUKIT_PLUGINS_DISABLE", "")}
     meta["copy_gbs"] = copy_bandwidth()
     rows = []

@@ -9,15 +9,13 @@ what is left is the per-call cost of the binding and of the C dispatch behind it
 case gives no `out` (gk_op_call_alloc creates it; the output is dropped, so released, in
 the timed call). Columns:
 
-  compiled  gpukit.call's compiled implementation, gpukit._compiled_call.call (— when it is
-            not in use: not built, or GPUKIT_PURE_PYTHON=1)
-  python    its Python implementation, gpukit._array._call_python
+  python    gpukit.call
   capi      lib.gk_op_call(runtime, name, args) through cffi with a gk_op_args built once:
             the C path plus cffi's own call cost, no binding code (for the created-output
             case: gk_op_call_alloc, then gk_tensor_release of the output)
-  share     compiled - capi and python - capi: each binding's own share
+  share     python - capi: the binding's own share
 
-The three run in the same process, alternating: batch by batch, or call by call with
+The two run in the same process, alternating: batch by batch, or call by call with
 --cold. Per-call numbers are medians over `repeats` batches of `batch` calls
 (perf_counter_ns; the JSON also has each minimum). With --cold, each call is timed alone
 right after a pass over 32 MiB that evicts the CPU caches, as a call after a wait for the
@@ -41,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings
 import numpy as np  # noqa: E402
 
 import gpukit  # noqa: E402
-from gpukit import _array, _call_path, ffi, lib  # noqa: E402
+from gpukit import ffi, lib  # noqa: E402
 
 
 def cases():
@@ -111,9 +109,8 @@ def cold_call_ns(fns, samples: int, blocked: bool = False) -> list:
     CPU caches; the functions take turns, call by call, in a new random order each round
     (the pass does not reset branch predictors, so the call before can matter: in a fixed
     rotation the function after the capi call read ~1 µs slower, whichever it was). With
-    `blocked`, each function's calls come one after another instead, as this benchmark
-    took them before it had a compiled column: then the predictors stay trained for the
-    one function, and every column reads lower."""
+    `blocked`, each function's calls come one after another instead: then the predictors
+    stay trained for the one function, and every column reads lower."""
     import random
     order = random.Random(0)
     rounds = [[i] * samples for i in range(len(fns))] if blocked else \
@@ -156,14 +153,10 @@ def main() -> int:
                     help="with --cold: each column's calls in one block, not interleaved")
     a = ap.parse_args()
 
-    compiled = _call_path.module.call if _call_path.module is not None else None
-    pure = _array._call_python
     mode = ("cold, blocked" if a.blocked else "cold, interleaved") if a.cold else "warm"
-    print(f"gpukit.call: {gpukit.CALL_PATH}"
-          f"{' (' + _call_path.REASON + ')' if compiled is None else ''}; {mode}")
+    print(f"gpukit.call; {mode}")
     rows = []
-    print(f"{'case':<26} {'compiled µs':>11} {'python µs':>9} {'capi µs':>8} "
-          f"{'compiled share':>14} {'python share':>12}")
+    print(f"{'case':<26} {'python µs':>9} {'capi µs':>8} {'python share':>12}")
     for label, op, inputs, outs, attrs in cases():
         def timed(call):
             def fn(op=op, inputs=inputs, outs=outs, attrs=attrs):
@@ -173,30 +166,25 @@ def main() -> int:
 
         raw = raw_call(op, inputs, outs, attrs)
         raw()
-        fns = [timed(pure), raw] + ([timed(compiled)] if compiled is not None else [])
+        fns = [timed(gpukit.call), raw]
         if a.cold:
             ns = cold_call_ns(fns, a.repeats * 10, a.blocked)
             low = [None] * len(ns)
         else:
             ns, low = zip(*warm_call_ns(fns, a.batch, a.repeats))
         pure_ns, capi_ns = ns[0], ns[1]
-        compiled_ns = ns[2] if compiled is not None else None
         rows.append({"case": label, "op": op, "attrs": attrs, "out": outs is not None,
-                     "compiled_ns": compiled_ns, "python_ns": pure_ns, "capi_ns": capi_ns,
-                     "call_ns": compiled_ns if compiled is not None else pure_ns,
-                     "min_ns": {"python": low[0], "capi": low[1],
-                                "compiled": low[2] if compiled is not None else None}})
+                     "python_ns": pure_ns, "capi_ns": capi_ns, "call_ns": pure_ns,
+                     "min_ns": {"python": low[0], "capi": low[1]}})
 
         def us(v):
             return f"{v / 1e3:.2f}" if v is not None else "—"
-        print(f"{label:<26} {us(compiled_ns):>11} {us(pure_ns):>9} {us(capi_ns):>8} "
-              f"{us(compiled_ns - capi_ns if compiled_ns is not None else None):>14} "
-              f"{us(pure_ns - capi_ns):>12}")
+        print(f"{label:<26} {us(pure_ns):>9} {us(capi_ns):>8} {us(pure_ns - capi_ns):>12}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": platform.processor() or platform.machine(),
                        "python": platform.python_version(), "library": gpukit.LIBRARY_PATH,
-                       "call_path": gpukit.CALL_PATH, "batch": a.batch, "repeats": a.repeats,
+                       "batch": a.batch, "repeats": a.repeats,
                        "cold": a.cold, "blocked": a.blocked, "rows": rows}, f, indent=2)
     return 0
 

@@ -199,3 +199,49 @@ def test_errors_carry_the_c_message():
         gpukit.runtime().device("cuda:7")
     with pytest.raises(TypeError, match="complex64"):
         gpukit.asarray(np.ones(3, np.complex64))
+
+
+@pytest.mark.parametrize("typestr", [">f4", ">f8", ">f2", ">i2", ">i4", ">i8", "<f4", "=i4"])
+def test_numpy_input_of_either_byte_order_keeps_its_values(typestr):
+    src = np.array([1, 2, -3, 70], typestr)
+    g = gpukit.asarray(src)
+    assert g.dtype == src.dtype.newbyteorder("=") and g.dtype.isnative
+    np.testing.assert_array_equal(g.to_numpy(), [1, 2, -3, 70])
+    np.testing.assert_array_equal(gpukit.asarray(src, device="cpu").to_numpy(), [1, 2, -3, 70])
+    np.testing.assert_array_equal(gpukit.asarray(src, dtype=np.float64).to_numpy(),
+                                  [1, 2, -3, 70])
+    np.testing.assert_array_equal(gpukit.asarray(src[::-2]).to_numpy(), [70, 2])
+    np.testing.assert_array_equal(gpukit.asarray([src, src]).to_numpy(), [[1, 2, -3, 70]] * 2)
+    np.testing.assert_array_equal((gpukit.asarray(src) + 1).to_numpy(), [2, 3, -2, 71])
+
+
+def test_transpose_refuses_out_of_range_and_repeated_axes():
+    g = gpukit.asarray(rand((2, 3)))
+    np.testing.assert_array_equal(g.transpose(-1, 0).to_numpy(), g.to_numpy().T)
+    for axes in [(3, 0), (0, 2), (-3, 0), (0, -3)]:
+        with pytest.raises(np.exceptions.AxisError if hasattr(np, "exceptions")
+                           else np.AxisError, match="out of bounds for array of dimension 2"):
+            g.transpose(*axes)
+    with pytest.raises(ValueError, match="repeated axis"):
+        g.transpose(1, -1)
+    with pytest.raises(ValueError, match="don't match"):
+        g.transpose(0)
+    with pytest.raises(TypeError, match="integer"):
+        g.transpose(0.0, 1)
+
+
+@pytest.mark.parametrize("make", [gpukit.empty, gpukit.zeros, gpukit.ones],
+                         ids=["empty", "zeros", "ones"])
+def test_shapes_past_int64_are_refused_before_the_c_call(make):
+    with pytest.raises(ValueError, match="bytes, more than the 2\\*\\*63 - 1"):
+        make((2**61,), dtype="float64")
+    with pytest.raises(ValueError, match="elements, more than the 2\\*\\*63 - 1"):
+        make((2**32, 2**32), dtype=np.uint8)
+    with pytest.raises(ValueError, match="elements"):
+        make((2**64,), dtype=np.int8)
+    with pytest.raises(ValueError, match="negative dimensions"):
+        make((2, -1))
+    with pytest.raises(TypeError, match="not an integer"):
+        make((2.5,))
+    assert make((3, 0), dtype=np.float64).shape == (3, 0)
+    assert make((3, 2), dtype=np.float64).nbytes == 48

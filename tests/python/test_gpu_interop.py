@@ -123,3 +123,74 @@ class _Capsule:
 
     def __dlpack_device__(self):
         return self.device
+
+
+# Arrays made inside `with gpukit.task(...)` (on the task's stream, charged to the task) and
+# exported to PyTorch: with the former compiled gpukit.call this crashed the interpreter,
+# often only at exit, so the loop also runs in a child process whose exit status is checked.
+_TASK_EXPORT_LOOP = """
+import gpukit, torch
+
+def task_export_loop(cuda, iterations, keep):
+    dev = torch.device(f"cuda:{cuda.ordinal}")
+    side = torch.cuda.Stream(device=dev)
+    qos_classes = ("guaranteed", "burstable", "best_effort")
+    for i in range(iterations):
+        stream = side if i % 2 else torch.cuda.default_stream(dev)
+        with torch.cuda.stream(stream):
+            w_t = torch.full((64, 257), float(i), dtype=torch.float32, device=dev)
+            ones_t = torch.ones((64, 257), dtype=torch.float32, device=dev)
+            # from_dlpack orders the producer's stream before the legacy default stream; the
+            # task's stream waits for that one when the block opens, so the inputs must be
+            # ready by then.
+            stream.synchronize()
+            with gpukit.task("p", qos=qos_classes[i % 3], memory="1GiB", device=cuda):
+                w = gpukit.from_dlpack(w_t)
+                ones = gpukit.from_dlpack(ones_t)
+                y = ones + w
+                t = torch.from_dlpack(y)
+                assert t.data_ptr() == y.data_ptr
+            got = t.clone()  # on torch's current stream, after the export's hand-off
+            want = torch.full((64, 257), float(i + 1), dtype=torch.float32, device=dev)
+            assert torch.equal(got, want), (i, got.flatten()[:4].tolist())
+            if i % 5 == 0:
+                keep.append(t)  # outlives its task and its GPUArray
+            del w, ones, y, t, got, w_t, ones_t
+    torch.cuda.synchronize(dev)
+"""
+
+
+def test_task_arrays_exported_to_torch_in_a_loop():
+    torch = pytest.importorskip("torch", reason="PyTorch not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device")
+    scope = {}
+    exec(_TASK_EXPORT_LOOP, scope)  # noqa: S102 — the same code the child process runs
+    keep = []
+    scope["task_export_loop"](CUDA, 50, keep)
+    for k, t in zip(range(0, 50, 5), keep):
+        assert torch.equal(t, torch.full_like(t, float(k + 1)))
+    keep.clear()
+    torch.cuda.synchronize()
+
+
+def test_task_arrays_exported_to_torch_leave_a_clean_interpreter_exit():
+    torch = pytest.importorskip("torch", reason="PyTorch not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device")
+    import os
+    import subprocess
+    import sys
+
+    code = _TASK_EXPORT_LOOP + (
+        "\ncuda = next(d for d in gpukit.devices() if d.is_cuda)\n"
+        "kept = []\n"
+        "task_export_loop(cuda, 50, kept)\n"
+        "print('ok', len(kept))\n")  # `kept` lives until the interpreter exits
+    env = dict(os.environ, GPUKIT_LIBRARY=gpukit.LIBRARY_PATH, GPUKIT_LOG_LEVEL="warning",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(gpukit.__file__)),
+                                           os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+    assert r.stdout.strip() == "ok 10", r.stdout

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from . import errors
 from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfloat16, call,
-                     divide, empty, from_dlpack, from_numpy, full, matmul, max, mean, min,
-                     multiply, negative, ones, softmax, subtract, sum, zeros)
-from ._call_path import ACTIVE as CALL_PATH  # "compiled" or "python": which gpukit.call
+                     divide, empty, equal, from_dlpack, from_numpy, full, greater,
+                     greater_equal, less, less_equal, matmul, max, mean, min, multiply,
+                     negative, not_equal, ones, softmax, subtract, sum, zeros)
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
 from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_device, devices,
                        explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)
@@ -33,10 +33,11 @@ def abi_version() -> tuple:
 __all__ = [
     "GPUArray", "call", "asarray", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
     "arange", "matmul", "softmax", "add", "subtract", "multiply", "divide", "negative",
-    "absolute", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16",
+    "absolute", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "sum", "mean", "max", "min", "DLDeviceType", "bfloat16",
     "Runtime", "Device", "Stream", "Event", "runtime", "devices", "default_device",
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing",
-    "LIBRARY_PATH", "HEADER_PATHS", "CALL_PATH",
+    "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

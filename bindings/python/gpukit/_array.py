@@ -17,6 +17,10 @@ from . import _capsule
 from ._lib import check, ffi, lib
 from ._runtime import (Device, Runtime, Stream, _current_stream, _open_task_streams,
                        runtime as _runtime)
+from .errors import InvalidArgument
+
+# NumPy's AxisError (a ValueError and an IndexError): numpy.exceptions from NumPy 1.25 on.
+_AxisError = getattr(getattr(np, "exceptions", np), "AxisError")
 
 try:  # bfloat16 as a NumPy dtype, when available
     import ml_dtypes as _ml_dtypes
@@ -28,7 +32,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 __all__ = ["GPUArray", "asarray", "from_numpy", "from_dlpack", "empty", "zeros", "ones",
            "full", "arange", "matmul", "softmax", "add", "subtract", "multiply", "divide",
-           "negative", "absolute", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16"]
+           "negative", "absolute", "equal", "not_equal", "less", "less_equal", "greater",
+           "greater_equal", "sum", "mean", "max", "min", "DLDeviceType", "bfloat16"]
 
 bfloat16 = _BF16
 
@@ -134,8 +139,8 @@ def _gk_dtype(dtype) -> int:
         d = np.dtype(dtype)
     except TypeError as e:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {_SUPPORTED_TEXT}") from e
-    if d.byteorder == ">":
-        d = d.newbyteorder("=")
+    if not d.isnative:
+        d = d.newbyteorder("=")  # the values are converted to native order when copied
     if d not in _NP_TO_GK:
         raise TypeError(f"unsupported dtype {d}; supported: {_SUPPORTED_TEXT}")
     return _NP_TO_GK[d]
@@ -156,10 +161,36 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def _desc_for(gk_dtype: int, shape, strides=None, flags: int = 0):
+_INT64_MAX = 2**63 - 1
+
+
+def _check_shape(shape, gk_dtype: int) -> None:
+    """Refuses a shape the C ABI cannot describe: more than GK_MAX_DIMS dimensions, a
+    dimension that is negative or not an integer, or an element count or byte size past
+    int64 (a shape such as (2**61,) of float64 would overflow the size computations)."""
     if len(shape) > lib.GK_MAX_DIMS:
         raise ValueError(f"{len(shape)} dimensions; GPUkit tensors have at most "
                          f"{lib.GK_MAX_DIMS}")
+    count = 1
+    for i, n in enumerate(shape):
+        if not isinstance(n, (numbers.Integral, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"shape {tuple(shape)}: dimension {i} is a {type(n).__name__}, "
+                            "not an integer")
+        if n < 0:
+            raise ValueError(f"shape {tuple(shape)}: dimension {i} is {n}; negative "
+                             "dimensions are not allowed")
+        count *= int(n)
+    if count > _INT64_MAX:
+        raise ValueError(f"shape {tuple(shape)} has {count} elements, more than the "
+                         f"2**63 - 1 a GPUkit tensor can hold")
+    if count * _ITEMSIZE[gk_dtype] > _INT64_MAX:
+        raise ValueError(f"shape {tuple(shape)} of {_GK_NAMES[gk_dtype]} is "
+                         f"{count * _ITEMSIZE[gk_dtype]} bytes, more than the 2**63 - 1 a "
+                         "GPUkit tensor can hold")
+
+
+def _desc_for(gk_dtype: int, shape, strides=None, flags: int = 0):
+    _check_shape(shape, gk_dtype)
     d = ffi.new(_T_GK_TENSOR_DESC)
     d.struct_size = _SZ_GK_TENSOR_DESC
     d.dtype = gk_dtype
@@ -318,13 +349,18 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     With no `stream`, the current stream (a task's, see gpukit.task) when it is on the
     inputs' device, else the device's default stream."""
     # Every call of every op passes here, so it is written for the interpreter: locals,
-    # plain loops, one C call (see perf/python/bench_call_overhead.py).
+    # plain loops, one C call (see perf/python/bench_call_overhead.py). Bad arguments are
+    # diagnosed where they fail (_refuse_call), so checking them costs nothing here.
     if type(inputs) is not list and type(inputs) is not tuple:
-        inputs = list(inputs)
-    x0 = inputs[0]
+        inputs = _input_list(op, inputs)
+    try:
+        x0 = inputs[0]
+        name = op.encode()
+    except (IndexError, AttributeError):
+        _refuse_call(op, inputs, out)
     if stream is None and _open_task_streams[0]:  # gpukit.current_stream(), inlined
         stream = _current_stream_get()
-        if stream is not None and stream.device is not x0._device:
+        if stream is not None and stream.device is not getattr(x0, "_device", None):
             stream = None  # a task's stream serves the task's device only
     n = len(inputs)
     if out is not None:
@@ -345,7 +381,10 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     try:
         if k > _Scratch.SIZE:
             # Larger than the scratch array: structures of its own, for this call only.
-            args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
+            try:
+                args, tensors, keep = _op_args(inputs, attrs, None, call_outputs)
+            except AttributeError:
+                _refuse_call(op, inputs, outs if out is not None else None)
         else:
             tensors = s.tensors
             cached = s.args.get((n, call_outputs, key)) if key is not None or not attrs \
@@ -353,15 +392,26 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
             args, keep = cached if cached is not None else \
                 s.args_for(n, call_outputs, attrs, key)
         i = 0
-        for x in inputs:
-            tensors[i] = x._t
-            i += 1
+        try:
+            for x in inputs:
+                tensors[i] = x._t
+                i += 1
+            if out is not None:
+                for o in outs:
+                    tensors[i] = o._t
+                    i += 1
+        except (AttributeError, TypeError):
+            _refuse_call(op, inputs, outs if out is not None else None)
         if stream is not None:  # else args.stream stays NULL
-            args.stream = stream.ptr
+            try:
+                args.stream = stream.ptr
+            except AttributeError:
+                raise InvalidArgument(f"gpukit.call({op!r}, ...): stream must be a "
+                                      f"gpukit.Stream, got {type(stream).__name__}") from None
         if out is None:
             created = s.outs if num_outputs <= _Scratch.SIZE else \
                 _newp(_T_GK_TENSOR_ARRAY, num_outputs)
-            status = lib.gk_op_call_alloc(x0._rt._ptr, op.encode(), args, num_outputs,
+            status = lib.gk_op_call_alloc(x0._rt._ptr, name, args, num_outputs,
                                           created, _NULL)
             if status != 0:
                 check(status)
@@ -377,10 +427,7 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
                 result = tuple([GPUArray._wrap(x0._rt, created[i], stream, device, lazy=True)
                                 for i in range(num_outputs)])
         else:
-            for o in outs:
-                tensors[i] = o._t
-                i += 1
-            status = lib.gk_op_call(x0._rt._ptr, op.encode(), args)
+            status = lib.gk_op_call(x0._rt._ptr, name, args)
             if status != 0:
                 check(status)
             for o in outs:
@@ -393,10 +440,34 @@ def call(op: str, inputs, attrs: dict | None = None, out=None, num_outputs: int 
     return result
 
 
-# The Python implementation. gpukit.call (and `call` below) is the compiled one where
-# gpukit._compiled_call loads (see the end of this file), which runs this one for every
-# case it does not serve.
-_call_python = call
+def _input_list(op, inputs) -> list:
+    """`inputs` of gpukit.call as a list, or InvalidArgument naming what it is."""
+    try:
+        return list(inputs)
+    except TypeError:
+        raise InvalidArgument(f"gpukit.call({op!r}, ...): inputs must be a list or tuple of "
+                              f"GPUArrays, got {type(inputs).__name__}") from None
+
+
+def _refuse_call(op, inputs, outs) -> None:
+    """Raises InvalidArgument naming the argument of gpukit.call that is wrong: called
+    where the call failed on one, so the checks cost nothing on the calls that pass."""
+    where = f"gpukit.call({op!r}, ...)"
+    if not isinstance(op, str):
+        raise InvalidArgument(f"{where}: op must be a str naming an op (docs/ops.md), got "
+                              f"{type(op).__name__}")
+    if len(inputs) == 0:
+        raise InvalidArgument(f"{where}: inputs is empty; every op takes at least one input "
+                              "array")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, GPUArray):
+            raise InvalidArgument(f"{where}: inputs[{i}] has type {type(x).__name__}, not "
+                                  "GPUArray (convert it with gpukit.asarray)")
+    for i, o in enumerate(outs or ()):
+        if not isinstance(o, GPUArray):
+            raise InvalidArgument(f"{where}: out[{i}] has type {type(o).__name__}, not GPUArray")
+    raise InvalidArgument(f"{where}: an input or output array is not usable (a GPUArray "
+                          "whose construction failed)")
 
 
 class GPUArray:
@@ -686,9 +757,11 @@ class GPUArray:
             axes = tuple(reversed(range(self.ndim)))
         elif len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        axes = tuple(a % self.ndim for a in axes)
-        if sorted(axes) != list(range(self.ndim)):
+        if len(axes) != self.ndim:
             raise ValueError(f"axes {axes} don't match an array of {self.ndim} dimensions")
+        axes = tuple(_normalize_axis(a, self.ndim) for a in axes)
+        if len(set(axes)) != self.ndim:
+            raise ValueError(f"repeated axis in transpose: {axes}")
         return self._view(tuple(self._shape[a] for a in axes),
                           tuple(self._strides[a] for a in axes))
 
@@ -738,6 +811,9 @@ class GPUArray:
         return self._view(tuple(shape), tuple(strides), offset)
 
     # -- operators ---------------------------------------------------------------------
+    # == returns an array, as in NumPy, so arrays are unhashable (NumPy's rule too).
+    __hash__ = None
+
     def _binary(self, other, op: str, reflected: bool = False, out=None):
         if (type(other) is GPUArray and other._device is self._device
                 and other._gk_dtype == self._gk_dtype
@@ -757,6 +833,69 @@ class GPUArray:
     def __rmul__(self, o): return self._binary(o, "mul", True)
     def __truediv__(self, o): return self._binary(o, "div")
     def __rtruediv__(self, o): return self._binary(o, "div", True)
+
+    # Comparisons: elementwise, a bool array. `3 < x` comes here as x > 3 (Python reflects
+    # comparisons), and a NumPy array on the left defers to us (__array_priority__).
+    def _compare(self, other, op: str, out=None):
+        if not _comparable(other):
+            return NotImplemented
+        if (type(other) is GPUArray and other._device is self._device
+                and other._gk_dtype == self._gk_dtype):
+            a, b = self, other
+        else:
+            a, b = _coerce_pair(self, other)
+        if a._gk_dtype == 10 and op not in ("eq", "ne"):
+            # bool orders as False < True: compared as u8 (0, 1).
+            a, b = a.astype(np.uint8), b.astype(np.uint8)
+        return call(op, [a, b], None, out)
+
+    def __eq__(self, o): return self._compare(o, "eq")
+    def __ne__(self, o): return self._compare(o, "ne")
+    def __lt__(self, o): return self._compare(o, "lt")
+    def __le__(self, o): return self._compare(o, "le")
+    def __gt__(self, o): return self._compare(o, "gt")
+    def __ge__(self, o): return self._compare(o, "ge")
+
+    # In-place operators write into this array (op with out=self), so NumPy or PyTorch
+    # memory it views changes, as `a += b` does in NumPy. Refused, as NumPy refuses, when
+    # the result's dtype cannot be stored in this one under same-kind casting (int += float)
+    # or the broadcast shape is not this array's shape.
+    def _inplace(self, other, op: str):
+        if isinstance(other, (GPUArray, np.ndarray, numbers.Number, np.generic)):
+            a, b = _coerce_pair(self, other, true_divide=(op == "div"))
+        else:
+            a, b = _coerce_pair(self, asarray(other, device=self._device),
+                                true_divide=(op == "div"))
+        shape = _broadcast_shapes(a._shape, b._shape, op)
+        if shape != self._shape:
+            raise ValueError(f"non-broadcastable output operand with shape {self._shape} "
+                             f"doesn't match the broadcast shape {shape} ({op} in place)")
+        if b is not self and _overlaps(b, self):
+            b = b.copy()  # `a += a.T`: the op would read elements it already wrote
+        if a._gk_dtype == self._gk_dtype:
+            call(op, [a, b], None, self)
+            return self
+        result, target = a._gk_dtype, self._gk_dtype
+        same_kind = (result in _FLOATING and target in _FLOATING) or (
+            result not in _FLOATING and target not in _FLOATING and np.can_cast(
+                _np_dtype(result), _np_dtype(target), casting="same_kind"))
+        if not same_kind:
+            raise TypeError(f"cannot store the result of {op} in place: its dtype "
+                            f"{_GK_NAMES[result]} cannot be cast to this array's dtype "
+                            f"{_GK_NAMES[target]} with casting rule 'same_kind'")
+        if result in _CASTABLE and target in _CASTABLE:
+            # Computed in the result dtype, then rounded into this array, as NumPy does.
+            call("cast", [call(op, [a, b])], {"dtype": _GK_NAMES[target]}, self)
+        else:
+            # Integers of another width: add, sub and mul wrap modulo 2**bits, so computing
+            # in this array's dtype gives the values of computing wider and wrapping.
+            call(op, [self, b.astype(_np_dtype(target))], None, self)
+        return self
+
+    def __iadd__(self, o): return self._inplace(o, "add")
+    def __isub__(self, o): return self._inplace(o, "sub")
+    def __imul__(self, o): return self._inplace(o, "mul")
+    def __itruediv__(self, o): return self._inplace(o, "div")
 
     def __neg__(self):
         return call("neg", [self])
@@ -873,6 +1012,9 @@ def _from_host(host: np.ndarray, device: Device, gk_dtype: int | None = None,
     """A new GPUkit-owned array with a copy of `host`."""
     rt = rt or device.runtime
     gk_dtype = gk_dtype or _gk_dtype(host.dtype)
+    if not host.dtype.isnative:
+        # GPUkit tensors hold native byte order: swap the bytes, keep the values.
+        host = host.astype(host.dtype.newbyteorder("="))
     host = np.ascontiguousarray(host)
     desc = _desc_for(gk_dtype, host.shape)
     arr = GPUArray._create(rt, device, desc)
@@ -923,6 +1065,52 @@ def _coerce_pair(a: GPUArray, other, true_divide=False):
     if true_divide and a._gk_dtype not in _FLOATING:
         a, b = a.astype(np.float64), b.astype(np.float64)
     return a, b
+
+
+def _comparable(other) -> bool:
+    """Whether a comparison with `other` is elementwise: arrays, numbers, sequences and
+    DLPack producers are; anything else (None, a str, an object) compares as Python does."""
+    return isinstance(other, (GPUArray, np.ndarray, numbers.Number, np.generic, list, tuple)) \
+        or hasattr(other, "__dlpack__")
+
+
+def _byte_range(x: GPUArray) -> tuple:
+    """[first, last] byte address the elements of `x` occupy."""
+    lo = hi = x.data_ptr
+    size = x.itemsize
+    for n, st in zip(x._shape, x._strides):
+        if n == 0:
+            return (0, -1)
+        step = (n - 1) * st * size
+        lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+    return (lo, hi + size - 1)
+
+
+def _overlaps(x: GPUArray, y: GPUArray) -> bool:
+    """Whether two arrays on one device may share memory, other than elementwise (the same
+    view of the same memory, where reading and writing one element at a time is safe)."""
+    if x._device is not y._device and x._device != y._device:
+        return False
+    if x.data_ptr == y.data_ptr and x._shape == y._shape and x._strides == y._strides:
+        return False
+    (a0, a1), (b0, b1) = _byte_range(x), _byte_range(y)
+    return a0 <= b1 and b0 <= a1
+
+
+def _normalize_axis(axis, ndim: int) -> int:
+    """`axis` in [-ndim, ndim) as a non-negative index, else NumPy's AxisError."""
+    if not isinstance(axis, (numbers.Integral, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"an axis must be an integer, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise _AxisError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return int(axis) % ndim
+
+
+def _broadcast_shapes(a: tuple, b: tuple, op: str) -> tuple:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise ValueError(f"{op}: shapes {a} and {b} do not broadcast") from None
 
 
 def _scalar(value, dtype, device: Device) -> GPUArray:
@@ -1088,6 +1276,7 @@ def full(shape, fill_value, dtype=None, device=None) -> GPUArray:
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
     gk = _gk_dtype(dtype)
+    _check_shape(shape, gk)
     return _from_host(np.full(shape, fill_value, dtype=_np_dtype(gk)), _resolve(device), gk)
 
 
@@ -1125,6 +1314,39 @@ def multiply(a, b, out=None):
 
 def divide(a, b, out=None):
     return _as(a)._binary(b, "div", out=out)
+
+
+def equal(a, b, out=None):
+    """a == b elementwise (NumPy broadcasting): a bool array, or written into `out`."""
+    return _compare_function(a, b, "eq", out)
+
+
+def not_equal(a, b, out=None):
+    return _compare_function(a, b, "ne", out)
+
+
+def less(a, b, out=None):
+    return _compare_function(a, b, "lt", out)
+
+
+def less_equal(a, b, out=None):
+    return _compare_function(a, b, "le", out)
+
+
+def greater(a, b, out=None):
+    return _compare_function(a, b, "gt", out)
+
+
+def greater_equal(a, b, out=None):
+    return _compare_function(a, b, "ge", out)
+
+
+def _compare_function(a, b, op: str, out):
+    a = _as(a)
+    r = a._compare(b, op, out)
+    if r is NotImplemented:
+        raise TypeError(f"{op}: cannot compare a GPUArray with a {type(b).__name__}")
+    return r
 
 
 def negative(x, out=None):
@@ -1178,10 +1400,3 @@ def matmul(a, b, out=None):
             shape.pop(-2 if not squeeze_b else -1)
         r = r.reshape(tuple(shape))
     return r
-
-
-# gpukit.call: the compiled implementation when it is built and passes its self-check, else
-# _call_python (_call_path.py, docs/python.md). Every op above calls through this name.
-from . import _call_path  # noqa: E402
-
-call = _call_path.choose(_call_python, GPUArray)
