@@ -27,6 +27,13 @@
 namespace gk::cli {
 namespace {
 
+// JSON as text; bytes that are not UTF-8 (a name from a manifest, say) become U+FFFD
+// instead of failing the whole view.
+template <typename Json>
+std::string json_text(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 // A failed gk_ call, carrying its status and the thread's gk_last_error() message.
 class GkError : public std::runtime_error {
  public:
@@ -236,7 +243,7 @@ int cmd_plugins(const GlobalOptions& g, bool json) {
   RuntimePtr rt = open_runtime(g);
   const auto plugins = plugins_of(rt.get());
   if (json) {
-    std::cout << plugins_json(plugins).dump(2) << '\n';
+    std::cout << json_text(plugins_json(plugins), 2) << '\n';
     return 0;
   }
   print_plugin_table(plugins, /*paths=*/true);
@@ -276,14 +283,14 @@ int cmd_explain(const GlobalOptions& g, const ExplainOptions& o) {
   GkString owned(out);
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (o.json || j.is_discarded()) {
-    std::cout << (j.is_discarded() ? std::string(out) : j.dump(2)) << '\n';
+    std::cout << (j.is_discarded() ? std::string(out) : json_text(j, 2)) << '\n';
     return 0;
   }
 
   auto text = [](const nlohmann::json& v) -> std::string {
     if (v.is_string()) return v.get<std::string>();
     if (v.is_null()) return "-";
-    return v.dump();
+    return json_text(v);
   };
   std::string inputs;
   for (const auto& d : descs.inputs) inputs += (inputs.empty() ? "" : ", ") + describe(d);
@@ -490,7 +497,7 @@ int cmd_tasks(const GlobalOptions& g, int32_t device_option, bool json) {
   GkString owned(out);
   const nlohmann::ordered_json view = nlohmann::ordered_json::parse(out);
   if (json) {
-    std::cout << view.dump(2) << '\n';
+    std::cout << json_text(view, 2) << '\n';
   } else {
     print_tasks_table(view, demo);
   }

@@ -137,6 +137,44 @@ TEST_F(ManifestTest, schema_version_and_abi_format_are_checked) {
   EXPECT_NE(error_of(text).find("not a MAJOR.MINOR version"), std::string::npos);
 }
 
+TEST_F(ManifestTest, abi_versions_outside_major_dot_minor_are_refused) {
+  for (const char* bad : {"65537.0", "1abc", "+1.0", "-1.0", "1.", ".1", "1.0.0", "1.70000", ""}) {
+    std::string text = kValid;
+    text.replace(text.find("\"1.0\""), 5, std::string("\"") + bad + "\"");
+    EXPECT_NE(error_of(text).find("is not a MAJOR.MINOR version"), std::string::npos) << bad;
+  }
+  std::string text = kValid;
+  text.replace(text.find("\"1.0\""), 5, "\"1\"");
+  EXPECT_EQ(read_manifest(write(text)).plugin_abi, GK_MAKE_VERSION(1, 0));
+  text = kValid;
+  text.replace(text.find("\"1.0\""), 5, "\"65535.65535\"");
+  EXPECT_EQ(read_manifest(write(text)).plugin_abi, GK_MAKE_VERSION(65535, 65535));
+}
+
+TEST_F(ManifestTest, a_field_given_twice_is_refused) {
+  std::string text = std::string(kValid) + "library: /elsewhere/libevil.so\n";
+  EXPECT_NE(error_of(text).find(":12: field 'library' is given twice"), std::string::npos)
+      << error_of(text);
+  text = kValid;
+  text.replace(text.find("{min: 90, max: 90}"), 18, "{min: 90, max: 90, min: 80}");
+  EXPECT_NE(error_of(text).find("field 'sm.min' is given twice"), std::string::npos)
+      << error_of(text);
+  text = kValid;
+  text.replace(text.find("dtypes: [bf16, f16]"), 19, "dtypes: [bf16], dtypes: [f32]");
+  EXPECT_NE(error_of(text).find("field 'ops[0].dtypes' is given twice"), std::string::npos)
+      << error_of(text);
+}
+
+TEST_F(ManifestTest, a_second_yaml_document_is_refused) {
+  std::string text = std::string(kValid) + "---\nname: other\n";
+  EXPECT_NE(error_of(text).find("a second YAML document"), std::string::npos) << error_of(text);
+}
+
+TEST_F(ManifestTest, an_oversized_manifest_is_refused_before_parsing) {
+  std::string text = std::string(kValid) + "# " + std::string(kMaxManifestBytes, 'x') + "\n";
+  EXPECT_NE(error_of(text).find("a manifest is at most"), std::string::npos);
+}
+
 TEST_F(ManifestTest, top_level_must_be_a_mapping) {
   EXPECT_NE(error_of("- a\n- b\n").find("expected a YAML mapping"), std::string::npos);
 }

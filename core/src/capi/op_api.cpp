@@ -6,6 +6,7 @@
 #include <cstring>
 #include <span>
 
+#include "common/json_text.h"
 #include "capi/capi_util.h"
 #include "common/dtype.h"
 #include "dispatch/dispatcher.h"
@@ -116,6 +117,68 @@ void collect_tensors(const OpSchema& schema, gk_tensor* const* list, size_t coun
     }
     descs[i] = desc_of(t);
     tensors[i] = &t;
+  }
+}
+
+// The bytes a tensor's elements span, in the address space of its memory: offsets within
+// its allocation (pool memory can move when spilled), or addresses for external memory.
+struct MemorySpan {
+  const void* space;  // the allocation, or nullptr for external memory
+  __int128 first, end;
+
+  MemorySpan(const gk_tensor& t, const gk_tensor_desc& d) {
+    auto [lo, hi] = byte_extent(d);
+    space = t.allocation.get();
+    const __int128 base = space ? __int128(t.data_offset) : __int128(uintptr_t(t.data));
+    first = base + lo;
+    end = base + hi;
+  }
+  bool overlaps(const MemorySpan& o) const {
+    return space == o.space && first < o.end && o.first < end && first < end && o.first < o.end;
+  }
+};
+
+[[noreturn, gnu::cold, gnu::noinline]] void fail_overlap(const OpSchema& schema, size_t out,
+                                                         const char* other_kind, size_t other,
+                                                         bool exact) {
+  auto name = [](const std::vector<std::string>& names, size_t i) {
+    return i < names.size() ? "'" + names[i] + "'" : std::to_string(i);
+  };
+  const std::vector<std::string>& other_names =
+      other_kind[0] == 'i' ? schema.input_names : schema.output_names;
+  fail(GK_INVALID_ARGUMENT,
+       schema.name + ": output " + name(schema.output_names, out) + " " +
+           (exact ? "is " : "overlaps ") + other_kind + " " + name(other_names, other) +
+           (exact ? ", and " + schema.name + " cannot write in place"
+                  : " in memory, so results would depend on the order elements are written") +
+           "; write to a separate tensor");
+}
+
+// Refuses outputs whose memory overlaps an input's or another output's. An elementwise op
+// (OpSchema::in_place) may write an output over an input of the same layout exactly.
+void check_outputs_apart(const OpSchema& schema, const CallArray<gk_tensor_desc>& input_descs,
+                         const CallArray<const gk_tensor*>& input_tensors,
+                         const CallArray<gk_tensor_desc>& output_descs,
+                         const CallArray<const gk_tensor*>& output_tensors) {
+  auto same_layout = [](const gk_tensor_desc& a, const gk_tensor_desc& b) {
+    return a.dtype == b.dtype && same_shape(a, b) &&
+           std::equal(a.strides, a.strides + a.ndim, b.strides);
+  };
+  for (size_t o = 0; o < output_descs.size(); ++o) {
+    const gk_tensor_desc& od = output_descs.span()[o];
+    const MemorySpan out(*output_tensors.span()[o], od);
+    for (size_t i = 0; i < input_descs.size(); ++i) {
+      const gk_tensor_desc& id = input_descs.span()[i];
+      const MemorySpan in(*input_tensors.span()[i], id);
+      if (!out.overlaps(in)) continue;
+      const bool exact = in.first == out.first && same_layout(id, od);
+      if (!(exact && schema.in_place)) fail_overlap(schema, o, "input", i, exact);
+    }
+    for (size_t p = 0; p < o; ++p) {
+      if (out.overlaps(MemorySpan(*output_tensors.span()[p], output_descs.span()[p]))) {
+        fail_overlap(schema, o, "output", p, false);
+      }
+    }
   }
 }
 
@@ -261,6 +324,7 @@ GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_a
     gk::collect_tensors(schema, args->outputs, num_outputs, true, num_inputs > 0, output_descs,
                         output_tensors, device);
     if (!device) device = &rt.devices().at(0);
+    gk::check_outputs_apart(schema, input_descs, input_tensors, output_descs, output_tensors);
     // A call seen before passed the op's rules then, and its plugin is known.
     gk::DispatchCache::Key key;
     const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
@@ -330,18 +394,19 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
     const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
     const gk::Device& dev = rt.devices().at(device);
     gk::KernelTensors kt;
-    for (int32_t i = 0; i < num_inputs; ++i) {
-      gk_tensor_desc d = inputs[i];
+    // The caller's descriptors, checked as gk_tensor_create checks them.
+    auto checked = [&](const gk_tensor_desc& given, const char* which, int32_t i) {
+      gk_tensor_desc d = given;
+      gk::check_desc(d, "gk_explain: " + schema.name + " " + which + " " + std::to_string(i));
       if (!d.has_strides) gk::fill_contiguous_strides(&d);
-      kt.inputs.push_back(d);
-    }
+      return d;
+    };
+    for (int32_t i = 0; i < num_inputs; ++i) kt.inputs.push_back(checked(inputs[i], "input", i));
     // Without outputs, explain the outputs the op would produce.
     if (num_outputs > 0) {
       gk::require_arg(outputs, "gk_explain", "outputs");
       for (int32_t i = 0; i < num_outputs; ++i) {
-        gk_tensor_desc d = outputs[i];
-        if (!d.has_strides) gk::fill_contiguous_strides(&d);
-        kt.outputs.push_back(d);
+        kt.outputs.push_back(checked(outputs[i], "output", i));
       }
       gk::OpRegistry::instance().validate(schema, kt.inputs, kt.outputs, attrs, num_attrs);
     } else {
@@ -364,7 +429,7 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
                                  {"accepted", c.accepted},
                                  {"reason", c.reason}});
     }
-    *out_json = gk::c_string(j.dump(2));
+    *out_json = gk::c_string(gk::json_text(j, 2));
   });
 }
 

@@ -1,7 +1,9 @@
 // Runtime, devices, plugins and the info document.
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
 #include "capi/capi_util.h"
 #include "common/dtype.h"
 #include "device/cuda_driver.h"
@@ -65,20 +67,23 @@ GK_API gk_status gk_device_get_props(const gk_runtime* runtime, int32_t device,
     gk::require_struct(props->struct_size, GK_DEVICE_PROPS_SIZE, "gk_device_get_props",
                        "gk_device_props");
     const gk::Device& d = rt.devices().at(device);
-    size_t size = props->struct_size;
-    std::memset(props, 0, size);
+    // Filled whole here, then copied up to the caller's struct_size (which may be smaller
+    // than this header's struct, or larger when the caller's header is newer).
+    gk_device_props p{};
+    p.kind = d.kind;
+    p.ordinal = d.ordinal;
+    std::snprintf(p.name, sizeof(p.name), "%s", d.name.c_str());
+    p.sm_version = d.sm_version;
+    p.sm_count = d.sm_count;
+    p.total_memory = d.total_memory;
+    p.free_memory = rt.devices().free_memory(d);
+    p.driver_version = rt.devices().driver() ? rt.devices().driver()->version() : 0;
+    p.nvrtc_version = gk::cuda::nvrtc_version();
+    p.plugins_eligible = d.plugins_eligible ? 1 : 0;
+    std::snprintf(p.note, sizeof(p.note), "%s", d.note.c_str());
+    const size_t size = props->struct_size;
+    std::memcpy(props, &p, std::min(size, sizeof(p)));
     props->struct_size = size;
-    props->kind = d.kind;
-    props->ordinal = d.ordinal;
-    std::snprintf(props->name, sizeof(props->name), "%s", d.name.c_str());
-    props->sm_version = d.sm_version;
-    props->sm_count = d.sm_count;
-    props->total_memory = d.total_memory;
-    props->free_memory = rt.devices().free_memory(d);
-    props->driver_version = rt.devices().driver() ? rt.devices().driver()->version() : 0;
-    props->nvrtc_version = gk::cuda::nvrtc_version();
-    props->plugins_eligible = d.plugins_eligible ? 1 : 0;
-    std::snprintf(props->note, sizeof(props->note), "%s", d.note.c_str());
   });
 }
 
@@ -169,7 +174,7 @@ GK_API gk_status gk_runtime_info_json(gk_runtime* runtime, char** out_json) {
       }
       j["plugins"].push_back(p);
     }
-    *out_json = gk::c_string(j.dump(2));
+    *out_json = gk::c_string(gk::json_text(j, 2));
   });
 }
 

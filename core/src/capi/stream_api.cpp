@@ -1,9 +1,19 @@
 // Streams and events.
+#include <cstdio>
+
 #include "capi/capi_util.h"
 
 namespace gk {
 
-void fail_stream_device(const gk_stream& stream, const Device& device, const char* function) {
+void fail_stream_device(const Runtime& runtime, const gk_stream& stream, const Device& device,
+                        const char* function) {
+  if (stream.runtime != &runtime) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "runtime %p, but the work is on runtime %p",
+                  static_cast<const void*>(stream.runtime), static_cast<const void*>(&runtime));
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": the stream belongs to " + text +
+                                  "; a stream serves only the runtime that created it");
+  }
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": the stream belongs to " +
                                 stream.device->label() + ", but the work is on " +
                                 device.label());

@@ -74,13 +74,16 @@ GK_API gk_status gk_task_wait(gk_task* task, int64_t timeout_ms, int32_t* out_st
 
 GK_API gk_status gk_task_run(gk_task* task) {
   return gk::c_guard([&] {
-    scheduler_of(task).transition(task_of(task, "gk_task_run"), GK_TASK_RUNNING,
-                                  "running: gk_task_run");
+    gk::Task& t = task_of(task, "gk_task_run");  // checks `task` before scheduler_of reads it
+    scheduler_of(task).transition(t, GK_TASK_RUNNING, "running: gk_task_run");
   });
 }
 
 GK_API gk_status gk_task_complete(gk_task* task) {
-  return gk::c_guard([&] { scheduler_of(task).complete(task_of(task, "gk_task_complete")); });
+  return gk::c_guard([&] {
+    gk::Task& t = task_of(task, "gk_task_complete");
+    scheduler_of(task).complete(t);
+  });
 }
 
 GK_API gk_status gk_task_fail(gk_task* task, const char* reason) {
@@ -93,8 +96,8 @@ GK_API gk_status gk_task_fail(gk_task* task, const char* reason) {
 
 GK_API gk_status gk_task_cancel(gk_task* task) {
   return gk::c_guard([&] {
-    scheduler_of(task).transition(task_of(task, "gk_task_cancel"), GK_TASK_CANCELLED,
-                                  "cancelled: gk_task_cancel");
+    gk::Task& t = task_of(task, "gk_task_cancel");
+    scheduler_of(task).transition(t, GK_TASK_CANCELLED, "cancelled: gk_task_cancel");
   });
 }
 

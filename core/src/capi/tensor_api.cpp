@@ -1,4 +1,5 @@
 // Tensors and copies.
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -9,6 +10,25 @@
 #include "memory/charge_scope.h"
 
 namespace gk {
+
+void fail_misaligned(const void* data, int32_t dtype, const char* function) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", data);
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": data " + text + " is not aligned to " +
+                                std::to_string(dtype_size(dtype)) + "-byte " +
+                                dtype_name(dtype) + " elements");
+}
+
+std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
+  int64_t size = int64_t(dtype_size(d.dtype));
+  if (numel(d) == 0) return {0, 0};
+  int64_t lo = 0, hi = 0;
+  for (int32_t k = 0; k < d.ndim; ++k) {
+    int64_t reach = (d.shape[k] - 1) * d.strides[k];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo * size, (hi + 1) * size};
+}
 
 gk_tensor_desc desc_of(const gk_tensor& t) {
   gk_tensor_desc d{};
@@ -53,34 +73,9 @@ gk_tensor_desc checked_desc(const gk_tensor_desc* desc, const char* function) {
   require_arg(desc, function, "desc");
   require_struct(desc->struct_size, GK_TENSOR_DESC_SIZE, function, "gk_tensor_desc");
   gk_tensor_desc d = *desc;
-  if (!dtype_size(d.dtype)) {
-    fail(GK_INVALID_ARGUMENT, std::string(function) + ": dtype " + std::to_string(d.dtype) +
-                                  " is not a gk_dtype (known: " + all_dtype_names() + ")");
-  }
-  if (d.ndim < 0 || d.ndim > GK_MAX_DIMS) {
-    fail(GK_INVALID_ARGUMENT, std::string(function) + ": ndim " + std::to_string(d.ndim) +
-                                  " is outside 0.." + std::to_string(GK_MAX_DIMS));
-  }
-  for (int32_t k = 0; k < d.ndim; ++k) {
-    if (d.shape[k] < 0) {
-      fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) +
-                                    " has a negative dimension");
-    }
-  }
+  check_desc(d, function);
   if (!d.has_strides) fill_contiguous_strides(&d);
   return d;
-}
-
-// The lowest and one-past-highest byte offsets a strided view reaches from element 0.
-std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
-  int64_t size = int64_t(dtype_size(d.dtype));
-  if (numel(d) == 0) return {0, 0};
-  int64_t lo = 0, hi = 0;
-  for (int32_t k = 0; k < d.ndim; ++k) {
-    int64_t reach = (d.shape[k] - 1) * d.strides[k];
-    (reach < 0 ? lo : hi) += reach;
-  }
-  return {lo * size, (hi + 1) * size};
 }
 
 bool is_contiguous(const gk_tensor& t) {
@@ -158,14 +153,17 @@ GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
     auto allocation = gk::BufferTable::instance().with(
         buffer, "gk_tensor_from_buffer", [](gk::BufferEntry& e) { return e.allocation; });
     auto [lo, hi] = gk::byte_extent(d);
-    if (int64_t(byte_offset) + lo < 0 || uint64_t(int64_t(byte_offset) + hi) > allocation->size) {
+    // Compared in 128 bits: byte_offset is the caller's and may be anything.
+    const __int128 first = __int128(byte_offset) + lo, end = __int128(byte_offset) + hi;
+    if (first < 0 || end > __int128(allocation->size)) {
       gk::fail(GK_OUT_OF_RANGE, "gk_tensor_from_buffer: a view " + gk::shape_text(d) +
                                     " at byte offset " + std::to_string(byte_offset) +
-                                    " reaches bytes " + std::to_string(int64_t(byte_offset) + lo) +
-                                    ".." + std::to_string(int64_t(byte_offset) + hi) +
-                                    ", outside the buffer's " + std::to_string(allocation->size));
+                                    " reaches bytes " + std::to_string(int64_t(first)) + ".." +
+                                    std::to_string(int64_t(end)) + ", outside the buffer's " +
+                                    std::to_string(allocation->size));
     }
     void* data = static_cast<char*>(allocation->ptr) + byte_offset;
+    gk::require_aligned(data, d.dtype, "gk_tensor_from_buffer");
     gk::Runtime& rt = allocation->runtime;
     gk_tensor* t = gk::new_tensor(rt, rt.shared_from_this(), allocation->device, d, data);
     t->data_offset = byte_offset;
@@ -182,6 +180,7 @@ GK_API gk_status gk_tensor_from_external(gk_runtime* runtime, int32_t device, vo
     gk::require_arg(out, "gk_tensor_from_external", "out");
     gk_tensor_desc d = gk::checked_desc(desc, "gk_tensor_from_external");
     if (!data && gk::numel(d) > 0) gk::require_arg(data, "gk_tensor_from_external", "data");
+    gk::require_aligned(data, d.dtype, "gk_tensor_from_external");
     const gk::Device& dev = rt.devices().at(device);
     gk_tensor* t = gk::new_tensor(rt, runtime->impl, dev, d, data);
     t->release = release;

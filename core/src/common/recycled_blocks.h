@@ -18,7 +18,23 @@
 
 #include "common/thread_state.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define GK_RECYCLE_BLOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GK_RECYCLE_BLOCKS 0
+#endif
+#endif
+#ifndef GK_RECYCLE_BLOCKS
+#define GK_RECYCLE_BLOCKS 1
+#endif
+
 namespace gk {
+
+// Under AddressSanitizer every block goes straight back to operator delete, so that a use
+// after release or a double release (of a gk_tensor, say) is reported where it happens
+// instead of corrupting a free list.
+inline constexpr bool kRecycleBlocks = GK_RECYCLE_BLOCKS;
 
 // The block sizes, smallest first. An object takes a block of the smallest size that holds it.
 inline constexpr size_t kRecycledBlockSizes[] = {128, 256};
@@ -43,6 +59,9 @@ void give_back_slow(void* block, int index) noexcept;
 // Inline, as is give_back_recycled_block: the hot paths pay the thread-local lookup and no
 // call around it.
 inline void* take_recycled_block(int index) {
+  if constexpr (!kRecycleBlocks) {
+    return ::operator new(kRecycledBlockSizes[index], kRecycledBlockAlignment);
+  }
   recycled_detail::BlockCache& cache = thread_state.blocks;
   if (recycled_detail::FreeBlock* b = cache.head[index]) {
     cache.head[index] = b->next;
@@ -54,6 +73,10 @@ inline void* take_recycled_block(int index) {
 
 // Gives back a block that take_recycled_block(index) returned (on any thread).
 inline void give_back_recycled_block(void* block, int index) noexcept {
+  if constexpr (!kRecycleBlocks) {
+    ::operator delete(block, kRecycledBlockAlignment);
+    return;
+  }
   recycled_detail::BlockCache& cache = thread_state.blocks;
   if (cache.room[index] > 0) {
     cache.head[index] = new (block) recycled_detail::FreeBlock{cache.head[index]};

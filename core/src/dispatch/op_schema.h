@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/limits.h"
 #include "gpukit/gpukit.h"
 
 namespace gk {
@@ -67,6 +68,10 @@ struct OpSchema {
   // Whether output `index` may have `dtype` when `inferred` was expected; default: equal.
   std::function<bool(const OpCall&, size_t index, int32_t dtype, int32_t inferred)>
       accepts_output_dtype;
+  // Whether an output may be an input exactly (same memory, dtype, shape and strides): true
+  // for elementwise ops, where each element is read before the same element is written. Any
+  // other overlap of an output with an input is refused for every op.
+  bool in_place = false;
 };
 
 class OpRegistry {
@@ -107,7 +112,20 @@ class OpRegistry {
 
 // "[2, 3, 4]".
 std::string shape_text(const gk_tensor_desc& desc);
+// The element count of a descriptor that check_desc accepted (it cannot overflow then).
 int64_t numel(const gk_tensor_desc& desc);
+
+// Fails with INVALID_ARGUMENT, the message starting with `context`, unless `desc` describes
+// a tensor the runtime can hold: a known dtype, ndim in 0..GK_MAX_DIMS, no negative
+// dimension, at most kMaxTensorBytes of elements and, when it has strides, a farthest
+// element within kMaxTensorBytes of the first. Every entry point that takes a caller's
+// descriptor checks it with this before anything multiplies its dimensions.
+void check_desc(const gk_tensor_desc& desc, std::string_view context);
+// Whether check_layout would accept these, without building a message (hot paths).
+bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides);
+// The same check of a shape and optional strides that are not in a descriptor (DLPack).
+void check_layout(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                  std::string_view context);
 // Whether two descriptors have the same ndim and shape.
 bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b);
 // A contiguous descriptor.

@@ -110,10 +110,19 @@ const char* dl_device_name(int32_t type) {
   }
 }
 
+// A DLPack device type as the integer the producer wrote: a value outside DLDeviceType's
+// enumerators may not be read through the enum type.
+int32_t device_type_of(const DLDevice& d) {
+  int32_t type;
+  static_assert(sizeof(d.device_type) == sizeof(type));
+  std::memcpy(&type, &d.device_type, sizeof(type));
+  return type;
+}
+
 // The runtime device for a DLPack device other than the host's.
 [[gnu::noinline]] const Device& device_of_other(const Runtime& rt, const DLDevice& d,
                                                 const char* function) {
-  int32_t type = int32_t(d.device_type);
+  int32_t type = device_type_of(d);
   if (type == kDLCUDA || type == kDLCUDAManaged) {
     std::string cuda_ids;
     for (const Device& dev : rt.devices().devices()) {
@@ -133,7 +142,8 @@ const char* dl_device_name(int32_t type) {
 
 // The runtime device for a DLPack device.
 const Device& device_of(const Runtime& rt, const DLDevice& d, const char* function) {
-  if (d.device_type == kDLCPU || d.device_type == kDLCUDAHost) {
+  const int32_t type = device_type_of(d);
+  if (type == kDLCPU || type == kDLCUDAHost) {
     return rt.devices().devices().front();  // the host CPU, id 0
   }
   return device_of_other(rt, d, function);
@@ -156,21 +166,9 @@ const Device& device_of(const Runtime& rt, const DLDevice& d, const char* functi
 [[noreturn, gnu::cold, gnu::noinline]] void fail_dl_null_shape(const char* function) {
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape is NULL");
 }
-[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_shape(const char* function, const DLTensor& t,
-                                                          const char* problem) {
-  gk_tensor_desc d{};
-  d.ndim = t.ndim;
-  std::copy(t.shape, t.shape + t.ndim, d.shape);
-  fail(GK_INVALID_ARGUMENT, std::string(function) + ": shape " + shape_text(d) + problem);
-}
-[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_data(const char* function, int64_t count,
-                                                         int32_t dtype, int64_t size) {
-  if (count < 0) {
-    fail(GK_INVALID_ARGUMENT,
-         std::string(function) + ": data is NULL for " + std::to_string(-count) + " elements");
-  }
-  fail(GK_INVALID_ARGUMENT, std::string(function) + ": data + byte_offset is not aligned to " +
-                                std::to_string(size) + "-byte " + dtype_name(dtype) + " elements");
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_null_data(const char* function, int64_t count) {
+  fail(GK_INVALID_ARGUMENT,
+       std::string(function) + ": data is NULL for " + std::to_string(count) + " elements");
 }
 
 // The gk dtype of a DLPack dtype, or 0: the inverse of kDLPackCodes, searched (f32 is its
@@ -183,10 +181,6 @@ int32_t gk_dtype_of(const DLDataType& t) {
   return 0;
 }
 
-uint64_t magnitude(int64_t v) {
-  return v < 0 ? 0 - uint64_t(v) : uint64_t(v);
-}
-
 // Checks a DLTensor and sets a new tensor's dtype, ndim, shape, strides, flags and data
 // from it (written in place: dims past ndim stay 0, as tensors are compared and hashed whole).
 [[gnu::always_inline]] inline void set_from_dl(const DLTensor& t, bool read_only,
@@ -196,45 +190,20 @@ uint64_t magnitude(int64_t v) {
   if (t.ndim < 0 || t.ndim > GK_MAX_DIMS) fail_dl_ndim(function, t.ndim);
   out.ndim = t.ndim;
   if (t.ndim > 0 && !t.shape) fail_dl_null_shape(function);
-  // One pass over the dims: copies and checks the shape and, when given, the strides. The
-  // farthest element must be addressable: |(shape-1)·stride| summed, in bytes, where any
-  // 64-bit overflow on the way means well beyond 2^63.
+  check_layout(out.dtype, t.ndim, t.shape, t.strides, function);
   int64_t count = 1;
-  bool negative = false;
-  uint64_t reach = 0;
-  bool overflow = false;
-  for (int32_t k = 0; k < t.ndim; ++k) {
-    const int64_t n = t.shape[k];
-    out.shape[k] = n;
-    negative |= n < 0;
-    count *= n;
-    if (t.strides) {
-      out.strides[k] = t.strides[k];
-      // n - 1 is -1 only when n is 0: then count is 0 and the reach is not checked.
-      uint64_t r;
-      if (__builtin_mul_overflow(uint64_t(n - 1), magnitude(t.strides[k]), &r) ||
-          __builtin_add_overflow(reach, r, &reach)) {
-        overflow = true;
-      }
-    }
+  for (int32_t k = 0; k < out.ndim; ++k) {
+    out.shape[k] = t.shape[k];
+    if (t.strides) out.strides[k] = t.strides[k];
+    count *= t.shape[k];
   }
-  if (negative) fail_dl_shape(function, t, " has a negative dimension");
-  // gk_dtype_of accepted the dtype: whole bytes (bool is 8 bits), a power of two.
-  const int64_t size = t.dtype.bits / 8;
-  if (t.strides) {
-    overflow |= __builtin_mul_overflow(reach, uint64_t(size), &reach);
-    if (count > 0 && (overflow || reach > uint64_t(INT64_MAX)))
-      fail_dl_shape(function, t, " with these strides reaches beyond 2^63 bytes");
-  } else {
-    contiguous_strides(t.ndim, t.shape, out.strides);
-  }
+  if (!t.strides) contiguous_strides(out.ndim, out.shape, out.strides);
   out.flags = read_only ? GK_TENSOR_READ_ONLY : 0;
   char* p = static_cast<char*>(t.data);
   if (count > 0) {
-    if (!p) fail_dl_data(function, -count, out.dtype, size);
+    if (!p) fail_dl_null_data(function, count);
     p += t.byte_offset;
-    if (reinterpret_cast<uintptr_t>(p) & uintptr_t(size - 1))
-      fail_dl_data(function, count, out.dtype, size);
+    require_aligned(p, out.dtype, function);
   } else if (p) {
     p += t.byte_offset;
   }
@@ -308,11 +277,13 @@ static_assert(recycled_size_index(sizeof(Export<DLManagedTensorVersioned>)) >= 0
 [[noreturn, gnu::cold, gnu::noinline]] void refuse_dl_version(const char* function,
                                                               DLManagedTensorVersioned* managed) {
   uint32_t major = managed->version.major, minor = managed->version.minor;
-  if (managed->deleter) managed->deleter(managed);
+  const bool has_deleter = managed->deleter != nullptr;
+  if (has_deleter) managed->deleter(managed);
   fail(GK_FAILED_PRECONDITION,
        std::string(function) + ": the DLPack tensor has version " + std::to_string(major) + "." +
            std::to_string(minor) + ", this library reads major version " +
-           std::to_string(DLPACK_MAJOR_VERSION) + "; its deleter has been called");
+           std::to_string(DLPACK_MAJOR_VERSION) +
+           (has_deleter ? "; its deleter has been called" : "; it has no deleter to call"));
 }
 
 template <typename Managed>

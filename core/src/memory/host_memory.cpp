@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 namespace gk {
 
@@ -48,6 +49,10 @@ void HostMemory::unmap(void* ptr) noexcept {
 }
 
 void* HostMemory::allocate(uint64_t bytes) {
+  if (bytes > uint64_t(kMaxTensorBytes)) {
+    fail(GK_RESOURCE_EXHAUSTED, "gk_host_alloc: cannot allocate " + std::to_string(bytes) +
+                                    " bytes: more than the largest allocation, 2^62 bytes");
+  }
   uint64_t size = block_size(bytes);
   std::unique_lock<std::mutex> lock(mutex_);
   auto cached = cached_.find(size);

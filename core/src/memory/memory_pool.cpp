@@ -1,3 +1,4 @@
+#include "common/json_text.h"
 #include "memory/memory_pool.h"
 
 #include <algorithm>
@@ -596,6 +597,15 @@ void MemoryPool::fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
       human_bytes(stats_.bytes_in_use) + ", budget " + (budget_ ? human_bytes(budget_) : "none") +
       "; largest holders: " + holders_text() + "; " + report.text();
   fail(GK_RESOURCE_EXHAUSTED, message);
+}
+
+void MemoryPool::fail_too_large(uint64_t bytes, MemoryOwner* owner) {
+  ++stats_.failure_count;
+  ++owner->failure_count;
+  fail(GK_RESOURCE_EXHAUSTED, label_ + ": cannot allocate " + std::to_string(bytes) +
+                                  " bytes for owner '" + owner->name +
+                                  "': more than the largest allocation, 2^62 bytes; device total " +
+                                  human_bytes(backend_->total_memory()));
 }
 
 // A limit is near (`limits_near`: make room for it, evicting, then try the free blocks), or
@@ -1211,7 +1221,7 @@ std::string MemoryPool::snapshot_json() {
          {"owners", std::move(owners)},
          {"segments", std::move(segments)},
          {"spilled", std::move(spilled)}};
-  return j.dump();
+  return json_text(j);
 }
 
 }  // namespace gk

@@ -371,6 +371,7 @@ class alignas(64) MemoryPool {
   void lru_push_front(EvictRecord* r) noexcept;
   [[noreturn]] void fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
                              const std::string& limit, const EvictionReport& report);
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_too_large(uint64_t bytes, MemoryOwner* owner);
   PoolBlock* new_block();
   void delete_block(PoolBlock* b) noexcept;
   void charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner);

@@ -10,6 +10,7 @@
 #include <bit>
 #include <vector>
 
+#include "common/limits.h"
 #include "memory/memory_pool.h"
 
 namespace gk {
@@ -185,6 +186,7 @@ inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
     size_class = pool_detail::size_class_of_inline(bytes);
     rounded = pool_detail::kClassSizes[size_t(size_class)];
   } else {
+    if (bytes > uint64_t(kMaxTensorBytes)) fail_too_large(bytes, owner);  // rounding would wrap
     rounded = pool_detail::round_up(bytes, kLargeRounding);
   }
   const bool limits_near = (owner->quota && owner->in_use + rounded > owner->quota) ||

@@ -2,9 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "common/dtype.h"
@@ -54,10 +59,18 @@ class Reader {
     }
   }
 
+  // Fails on a field not in `allowed`, and on a field given twice (YAML leaves that to the
+  // reader; taking either copy would hide a mistake).
   void only_fields(const YAML::Node& map, const std::string& where,
                    const std::set<std::string>& allowed) const {
+    std::set<std::string> seen;
     for (const auto& kv : map) {
-      std::string key = kv.first.Scalar();
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "(not a name)";
+      if (!seen.insert(key).second) {
+        fail(GK_INVALID_ARGUMENT, path_ + ":" + std::to_string(kv.first.Mark().line + 1) +
+                                      ": field '" + (where.empty() ? key : where + "." + key) +
+                                      "' is given twice");
+      }
       if (allowed.count(key)) continue;
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -72,17 +85,90 @@ class Reader {
   std::string path_;
 };
 
+// "MAJOR" or "MAJOR.MINOR", each part decimal digits of at most 65535.
 uint32_t parse_version(const Reader& r, const YAML::Node& node, const std::string& field) {
-  std::string text = r.scalar(node, field);
-  unsigned major = 0, minor = 0;
-  char extra = 0;
-  int n = std::sscanf(text.c_str(), "%u.%u%c", &major, &minor, &extra);
-  if (n == 1 && text.find('.') == std::string::npos) minor = 0;
-  else if (n != 2) r.fail_at(node, field, "'" + text + "' is not a MAJOR.MINOR version");
+  const std::string text = r.scalar(node, field);
+  auto part = [&](size_t begin, size_t end) {
+    uint32_t value = 0;
+    bool ok = end > begin && end - begin <= 5;
+    for (size_t i = begin; ok && i < end; ++i) {
+      ok = text[i] >= '0' && text[i] <= '9';
+      value = value * 10 + uint32_t(text[i] - '0');
+    }
+    if (!ok || value > 0xffff) {
+      r.fail_at(node, field, "'" + text + "' is not a MAJOR.MINOR version (each part 0..65535)");
+    }
+    return value;
+  };
+  const size_t dot = text.find('.');
+  const uint32_t major = part(0, dot == std::string::npos ? text.size() : dot);
+  const uint32_t minor = dot == std::string::npos ? 0 : part(dot + 1, text.size());
   return GK_MAKE_VERSION(major, minor);
 }
 
+// The whole text of a manifest file. Opened without blocking, so that a FIFO or a device
+// named *.yaml is refused instead of waiting for a writer.
+std::string read_manifest_text(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    fail(errno == ENOENT ? GK_NOT_FOUND : GK_INVALID_ARGUMENT,
+         path + ": cannot open the manifest: " + std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(GK_INVALID_ARGUMENT, path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    fail(GK_INVALID_ARGUMENT, path + ": " + path_kind_problem(path) + ", not a manifest file");
+  }
+  if (uint64_t(st.st_size) > kMaxManifestBytes) {
+    fail(GK_INVALID_ARGUMENT, path + ": " + std::to_string(st.st_size) +
+                                  " bytes; a manifest is at most " +
+                                  std::to_string(kMaxManifestBytes));
+  }
+  std::string text(size_t(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(GK_INVALID_ARGUMENT, path + ": cannot read the manifest");
+    done += size_t(n);
+  }
+  return text;
+}
+
 }  // namespace
+
+std::string path_kind_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec) {
+    if (ec == std::errc::too_many_symbolic_link_levels) return "is a symbolic link loop";
+    if (ec == std::errc::no_such_file_or_directory) {
+      return fs::is_symlink(fs::symlink_status(path, ec)) ? "is a dangling symbolic link"
+                                                          : "does not exist";
+    }
+    return "cannot be read (" + ec.message() + ")";
+  }
+  switch (st.type()) {
+    case fs::file_type::regular:
+      return "";
+    case fs::file_type::directory:
+      return "is a folder";
+    case fs::file_type::fifo:
+      return "is a FIFO";
+    case fs::file_type::socket:
+      return "is a socket";
+    case fs::file_type::block:
+    case fs::file_type::character:
+      return "is a device file";
+    default:
+      return "is not a regular file";
+  }
+}
 
 bool Manifest::matches_sm(int32_t sm) const {
   if (!sm_list.empty()) return std::find(sm_list.begin(), sm_list.end(), sm) != sm_list.end();
@@ -106,11 +192,16 @@ std::string Manifest::sm_text() const {
 
 Manifest read_manifest(const std::string& path) {
   Reader r(path);
+  const std::string text = read_manifest_text(path);
   YAML::Node root;
   try {
-    std::ifstream in(path);
-    if (!in) fail(GK_NOT_FOUND, path + ": cannot open the manifest");
-    root = YAML::Load(in);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      int line = documents[1].Mark().is_null() ? 0 : documents[1].Mark().line + 1;
+      fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(line) +
+                                    ": a second YAML document; a manifest is one document");
+    }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }

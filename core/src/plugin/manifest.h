@@ -37,9 +37,16 @@ struct Manifest {
   std::string sm_text() const;
 };
 
-// Parses and validates a manifest file. Throws gk::Error(INVALID_ARGUMENT) with
-// "path:line: …" for malformed YAML, unknown or missing fields, bad values and ops the
-// runtime does not know.
+// What a path is, for messages: "a folder", "a FIFO", "a symbolic link loop", … ; empty for
+// a regular file (or a symbolic link to one).
+std::string path_kind_problem(const std::string& path);
+
+// The largest manifest read: a manifest lists a plugin's ops, a few KiB.
+inline constexpr uint64_t kMaxManifestBytes = 1 << 20;
+
+// Parses and validates a manifest file (a regular file of at most kMaxManifestBytes). Throws gk::Error(INVALID_ARGUMENT) with
+// "path:line: …" for malformed YAML (a second document and a key given twice included),
+// unknown or missing fields, bad values and ops the runtime does not know.
 Manifest read_manifest(const std::string& path);
 
 }  // namespace gk

@@ -87,17 +87,25 @@ std::string default_manifest_folder() {
 PluginRegistry::PluginRegistry(Runtime& runtime, const std::vector<std::string>& folders,
                                const std::vector<std::string>& disabled)
     : runtime_(runtime) {
+  namespace fs = std::filesystem;
   for (const std::string& folder : folders) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(folder, ec)) {
-      runtime_.logger().warning("plugin folder '" + folder + "' does not exist; skipped");
+    if (!fs::is_directory(folder, ec)) {
+      std::string problem = path_kind_problem(folder);
+      if (problem.empty()) problem = "is a file";
+      if (problem != "does not exist") problem += ", not a folder";
+      runtime_.logger().warning("plugin folder '" + folder + "' " + problem + "; skipped");
       continue;
     }
     std::vector<std::string> files;
-    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-      if (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml") {
-        files.push_back(entry.path().string());
-      }
+    fs::directory_iterator it(folder, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const fs::path& file = it->path();
+      if (file.extension() == ".yaml" || file.extension() == ".yml") files.push_back(file.string());
+    }
+    if (ec) {
+      runtime_.logger().warning("plugin folder '" + folder + "' cannot be listed (" +
+                                ec.message() + "); the manifests listed before are read");
     }
     std::sort(files.begin(), files.end());
     for (const std::string& file : files) consider(file, disabled);
@@ -124,6 +132,11 @@ void PluginRegistry::consider(const std::string& path, const std::vector<std::st
     r.name = r.manifest.name;
   } catch (const Error& e) {
     r.reason = "bad manifest: " + e.message();
+    runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
+    return;
+  } catch (const std::exception& e) {
+    // A broken plugin never fails runtime creation: whatever the reader throws is its reason.
+    r.reason = "bad manifest: " + path + ": " + e.what();
     runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
     return;
   }
@@ -181,6 +194,12 @@ void PluginRegistry::load(PluginRecord& r) {
   std::error_code fs_ec;
   if (!std::filesystem::exists(m.library, fs_ec)) {
     r.reason = "library '" + m.library + "' not found (field 'library' at " + lib_ref + ")";
+    return;
+  }
+  // dlopen of a FIFO waits for a writer, and of a folder fails obscurely: say what it is.
+  if (std::string problem = path_kind_problem(m.library); !problem.empty()) {
+    r.reason = "library '" + m.library + "' " + problem + ", not a shared library (field " +
+               "'library' at " + lib_ref + ")";
     return;
   }
   if (GK_VERSION_MAJOR(m.plugin_abi) != GK_PLUGIN_ABI_VERSION_MAJOR) {

@@ -1,3 +1,4 @@
+#include "common/json_text.h"
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
@@ -633,7 +634,7 @@ std::string Scheduler::events_json(Task& task) {
   for (const auto& e : all) {
     j["events"].push_back({{"t_ns", e.t_ns}, {"kind", e.kind}, {"text", e.text}});
   }
-  return j.dump();
+  return json_text(j);
 }
 
 std::string Scheduler::json() {
@@ -680,7 +681,7 @@ std::string Scheduler::json() {
   }
   j["tasks"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < tasks.size(); ++i) j["tasks"].push_back(task_json(*tasks[i], usage[i]));
-  return j.dump();
+  return json_text(j);
 }
 
 void Scheduler::capacity_changed(const Device& device) {
