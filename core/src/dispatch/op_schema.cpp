@@ -112,6 +112,7 @@ void require_string_in(const OpCall& call, const char* attr, const std::string& 
 
 OpSchema binary(const char* name, const std::vector<int32_t>& dtypes) {
   OpSchema s{name, {"a", "b"}, 2, {"out"}, {}, nullptr, nullptr};
+  s.in_place = true;
   s.infer = [dtypes](const OpCall& call) {
     call.require_dtype_in(0, dtypes);
     call.require_same_dtype(1, 0);
@@ -120,10 +121,23 @@ OpSchema binary(const char* name, const std::vector<int32_t>& dtypes) {
   return s;
 }
 
+// eq ne lt le gt ge: a and b of one dtype, broadcast; the output is bool.
+OpSchema comparison(const char* name, const std::vector<int32_t>& dtypes) {
+  OpSchema s{name, {"a", "b"}, 2, {"out"}, {}, nullptr, nullptr};
+  s.in_place = true;
+  s.infer = [dtypes](const OpCall& call) {
+    call.require_dtype_in(0, dtypes);
+    call.require_same_dtype(1, 0);
+    return std::vector<gk_tensor_desc>{make_desc(GK_DTYPE_BOOL, broadcast(call, 0, 1))};
+  };
+  return s;
+}
+
 OpSchema unary(const char* name, const std::vector<int32_t>& dtypes,
                std::vector<AttrSpec> attrs = {}) {
   OpSchema s{name, {"x"}, 1, {"out"}, std::move(attrs), nullptr, nullptr};
   bool is_gelu = std::strcmp(name, "gelu") == 0;
+  s.in_place = true;
   s.infer = [dtypes, is_gelu](const OpCall& call) {
     call.require_dtype_in(0, dtypes);
     if (is_gelu) require_string_in(call, "approximate", "none", {"none", "tanh"});
@@ -134,6 +148,7 @@ OpSchema unary(const char* name, const std::vector<int32_t>& dtypes,
 
 OpSchema gated(const char* name) {
   OpSchema s{name, {"gate", "up"}, 2, {"out"}, {{"approximate", GK_ATTR_STRING}}, nullptr, nullptr};
+  s.in_place = true;
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kFloating);
     call.require_same_dtype(1, 0);
@@ -310,6 +325,7 @@ OpSchema cast() {
   OpSchema s{"cast", {"x"}, 1, {"out"}, {{"dtype", GK_ATTR_STRING}}, nullptr, nullptr};
   static const std::vector<int32_t> kCastable = {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16,
                                                  GK_DTYPE_BF16, GK_DTYPE_I32, GK_DTYPE_I64};
+  s.in_place = true;
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kCastable);
     int32_t target = call.input(0).dtype;
@@ -397,6 +413,10 @@ OpRegistry::OpRegistry() {
   }
   schemas_.push_back(binary("div", kFloating));
   schemas_.push_back(binary("pow", kFloating));
+  std::vector<int32_t> arithmetic_and_bool = kArithmetic;
+  arithmetic_and_bool.push_back(GK_DTYPE_BOOL);
+  for (const char* op : {"eq", "ne"}) schemas_.push_back(comparison(op, arithmetic_and_bool));
+  for (const char* op : {"lt", "le", "gt", "ge"}) schemas_.push_back(comparison(op, kArithmetic));
   for (const char* op : {"neg", "abs", "relu"}) schemas_.push_back(unary(op, kSigned));
   for (const char* op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu"}) {
     schemas_.push_back(unary(op, kFloating));
@@ -494,7 +514,15 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
     }
   }
   OpCall call(schema.name, inputs, attrs, num_attrs, &schema.input_names);
-  return schema.infer(call);
+  std::vector<gk_tensor_desc> outputs = schema.infer(call);
+  // Inputs that fit can still make an output that does not (matmul of [n, 1] by [1, n]).
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const gk_tensor_desc& d = outputs[i];
+    if (!layout_fits(d.dtype, d.ndim, d.shape, nullptr)) {
+      check_desc(d, schema.name + ": output '" + schema.output_names[i] + "'");
+    }
+  }
+  return outputs;
 }
 
 void OpRegistry::validate(const OpSchema& schema, std::span<const gk_tensor_desc> inputs,
@@ -546,6 +574,80 @@ std::string shape_text(const gk_tensor_desc& desc) {
 
 bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b) {
   return a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape);
+}
+
+namespace {
+
+// |stride| * (dim - 1) * size summed over the dims, in unsigned 64 bits; false on overflow
+// or past kMaxTensorBytes.
+bool reach_fits(int32_t ndim, const int64_t* shape, const int64_t* strides, uint64_t size) {
+  uint64_t reach = 0;
+  for (int32_t k = 0; k < ndim; ++k) {
+    const uint64_t magnitude = strides[k] < 0 ? 0 - uint64_t(strides[k]) : uint64_t(strides[k]);
+    uint64_t r;
+    if (__builtin_mul_overflow(magnitude, uint64_t(shape[k] - 1), &r) ||
+        __builtin_mul_overflow(r, size, &r) || __builtin_add_overflow(reach, r, &reach) ||
+        reach > uint64_t(kMaxTensorBytes)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides) {
+  const uint64_t size = dtype_size(dtype);
+  if (!size || ndim < 0 || ndim > GK_MAX_DIMS) return false;
+  uint64_t bytes = size;
+  bool empty = false, over = false;
+  for (int32_t k = 0; k < ndim; ++k) {
+    if (shape[k] < 0) return false;
+    empty |= shape[k] == 0;
+    // Unsigned 64-bit products: any overflow is past the limit by far.
+    over |= __builtin_mul_overflow(bytes, uint64_t(shape[k]), &bytes);
+  }
+  if (empty) return true;
+  if (over || bytes > uint64_t(kMaxTensorBytes)) return false;
+  return !strides || reach_fits(ndim, shape, strides, size);
+}
+
+void check_layout(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                  std::string_view context) {
+  if (layout_fits(dtype, ndim, shape, strides)) return;
+  if (!dtype_size(dtype)) {
+    fail(GK_INVALID_ARGUMENT, std::string(context) + ": dtype " + std::to_string(dtype) +
+                                  " is not a gk_dtype (known: " + all_dtype_names() + ")");
+  }
+  if (ndim < 0 || ndim > GK_MAX_DIMS) {
+    fail(GK_INVALID_ARGUMENT, std::string(context) + ": ndim " + std::to_string(ndim) + " is outside 0.." +
+                                  std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
+  }
+  gk_tensor_desc shown{};
+  shown.ndim = ndim;
+  std::copy(shape, shape + ndim, shown.shape);
+  for (int32_t k = 0; k < ndim; ++k) {
+    if (shape[k] < 0) {
+      fail(GK_INVALID_ARGUMENT, std::string(context) + ": shape " + shape_text(shown) +
+                                    " has a negative dimension (" + std::to_string(shape[k]) +
+                                    " at axis " + std::to_string(k) + ")");
+    }
+  }
+  if (layout_fits(dtype, ndim, shape, nullptr)) {
+    std::string text = "[";
+    for (int32_t k = 0; k < ndim; ++k) text += (k ? ", " : "") + std::to_string(strides[k]);
+    fail(GK_INVALID_ARGUMENT, std::string(context) + ": strides " + text + "] over shape " +
+                                  shape_text(shown) + " reach more than 2^62 bytes past the " +
+                                  "first element (kMaxTensorBytes, the largest tensor)");
+  }
+  fail(GK_INVALID_ARGUMENT, std::string(context) + ": shape " + shape_text(shown) + " of " +
+                                dtype_name(dtype) + " holds more than 2^62 bytes " +
+                                "(kMaxTensorBytes, the largest tensor)");
+}
+
+void check_desc(const gk_tensor_desc& desc, std::string_view context) {
+  check_layout(desc.dtype, desc.ndim, desc.shape, desc.has_strides ? desc.strides : nullptr,
+               context);
 }
 
 int64_t numel(const gk_tensor_desc& desc) {
