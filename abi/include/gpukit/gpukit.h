@@ -39,7 +39,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 3
+#define GK_ABI_VERSION_MINOR 4
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
@@ -819,6 +819,114 @@ typedef struct gk_transfer_stats {
  * for an unknown device. Any thread. */
 GK_API gk_status gk_transfer_stats_get(gk_runtime* runtime, int32_t device,
                                        gk_transfer_stats* out);
+
+/* ---------------------------------------------------------------------------------
+ * Weights, ABI 1.4. A weight set is a model's tensors as stored in a file: SafeTensors
+ * (one `.safetensors` file, a sharded checkpoint's `model.safetensors.index.json`, or a
+ * folder holding either) or GGUF (one `.gguf` file). Opening one reads and checks every
+ * header (names, dtypes, shapes, byte spans) and maps the files; no tensor data is read
+ * until a tensor is asked for. Tensors handed out are read-only: an op refuses them as
+ * outputs and gk_copy/gk_copy_from_host refuse them as destinations. See docs/weights.md.
+ *
+ * GGUF's block-quantized types are dtypes too. A tensor of one is packed: its shape counts
+ * elements, its innermost dimension is a multiple of the block's element count, it is
+ * always contiguous, and it holds (elements / block elements) * block bytes bytes.
+ * gk_dtype_size() is 0 for them; gk_dtype_block() gives the block. Plugins may declare
+ * them in their manifests ("q4_k") to read packed weights directly.
+ * ------------------------------------------------------------------------------- */
+
+enum {
+  GK_DTYPE_Q8_0 = 32, /* blocks of 32: f16 scale, 32 x i8 (34 bytes) */
+  GK_DTYPE_Q4_0 = 33, /* blocks of 32: f16 scale, 32 x 4 bits (18 bytes) */
+  GK_DTYPE_Q4_1 = 34, /* blocks of 32: f16 scale, f16 min, 32 x 4 bits (20 bytes) */
+  GK_DTYPE_Q4_K = 35, /* super-blocks of 256 (144 bytes), as llama.cpp's block_q4_K */
+  GK_DTYPE_Q5_K = 36, /* super-blocks of 256 (176 bytes), as llama.cpp's block_q5_K */
+  GK_DTYPE_Q6_K = 37  /* super-blocks of 256 (210 bytes), as llama.cpp's block_q6_K */
+};
+
+/* The elements per block of `dtype` (1 for a plain dtype, 32 or 256 for a block-quantized
+ * one, 0 for an unknown value) and, through `out_block_bytes` (may be NULL), the bytes
+ * per block. Any thread. */
+GK_API uint32_t gk_dtype_block(int32_t dtype, uint32_t* out_block_bytes);
+
+typedef struct gk_weights gk_weights;
+
+typedef struct gk_weights_options {
+  size_t struct_size;        /* sizeof(gk_weights_options) */
+  /* Owner charged for the device copies of this weight set's tensors; NULL: the task of
+   * the stream given to gk_weights_get (if any), else none. Must outlive the weights. */
+  gk_memory_owner* owner;
+  /* Called during gk_weights_load with the bytes done and the total; NULL for none. Called
+   * on the calling thread. */
+  void (*progress)(void* user_data, uint64_t done_bytes, uint64_t total_bytes);
+  void* progress_user_data;
+} gk_weights_options;
+
+#define GK_WEIGHTS_OPTIONS_SIZE GK_STRUCT_SIZE(gk_weights_options, progress_user_data)
+
+/* Opens a weight set (see above) and checks it whole. `options` may be NULL. A malformed
+ * file fails with INVALID_ARGUMENT naming the file, the tensor and the offending bytes
+ * (nothing stays open); NOT_FOUND when the path or a shard it names is missing. The
+ * weights hold the runtime alive; free them with gk_weights_close. Any thread. */
+GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
+                                 const gk_weights_options* options, gk_weights** out);
+
+/* Closes the weight set: the handle must not be used again. Tensors handed out stay
+ * valid (each keeps what it reads: its file mapping or its device copy). NULL is a no-op.
+ * No other call on the weights may be in flight. */
+GK_API void gk_weights_close(gk_weights* weights);
+
+/* The format: "safetensors" or "gguf". Valid while the weights live. */
+GK_API const char* gk_weights_format(const gk_weights* weights);
+
+/* The number of tensors (0 for NULL). Tensors are in file order, shard by shard. */
+GK_API int64_t gk_weights_count(const gk_weights* weights);
+
+typedef struct gk_weight_info {
+  size_t struct_size;        /* sizeof(gk_weight_info), set by the caller */
+  const char* name;          /* valid while the weights live */
+  int32_t dtype;             /* as stored: a gk_dtype, or a block-quantized one */
+  int32_t ndim;
+  int64_t shape[GK_MAX_DIMS];  /* row-major, innermost last (GGUF's order reversed) */
+  uint64_t bytes;            /* stored bytes */
+  const char* file;          /* the file holding it; valid while the weights live */
+  uint64_t file_offset;      /* where its bytes start in that file */
+} gk_weight_info;
+
+#define GK_WEIGHT_INFO_SIZE GK_STRUCT_SIZE(gk_weight_info, file_offset)
+
+/* Describes tensor `index` (0 .. count-1; OUT_OF_RANGE otherwise). Any thread. */
+GK_API gk_status gk_weights_info(const gk_weights* weights, int64_t index, gk_weight_info* out);
+
+/* The index of the tensor named `name`; NOT_FOUND (with the closest name) otherwise. */
+GK_API gk_status gk_weights_find(const gk_weights* weights, const char* name, int64_t* out_index);
+
+/* The metadata as a JSON object: SafeTensors' "__metadata__" (strings), or every GGUF
+ * key/value with its value (numbers, strings, booleans and arrays, the tokenizer's
+ * included). The caller frees *out_json with gk_string_free. Any thread. */
+GK_API gk_status gk_weights_metadata_json(const gk_weights* weights, char** out_json);
+
+/* Tensor `name` on `device`, read-only, as `dtype` (0: as stored). On the cpu device and
+ * as stored, the tensor is the file's bytes, mapped without a copy. Otherwise its data is
+ * converted on the host (f32/f16/bf16/f64 to each other; block-quantized dequantized to
+ * f32/f16/bf16; other changes are INVALID_ARGUMENT) and, on a GPU, uploaded once through
+ * the transfer engine on `stream` (NULL: the device's default stream), charged to the
+ * options' owner or the stream's task. The result is cached per device and dtype: a second
+ * call returns the same tensor (a new reference). The caller releases the reference with
+ * gk_tensor_release. An out-of-memory error names the weight set and the tensor. Any
+ * thread. */
+GK_API gk_status gk_weights_get(gk_weights* weights, const char* name, int32_t device,
+                                int32_t dtype, gk_stream* stream, gk_tensor** out);
+
+/* Makes every tensor available on `device` as `dtype`, as gk_weights_get would, reading
+ * several files in parallel and keeping several chunks in flight, and reports progress
+ * through the options' callback. Returns when every copy is complete. Any thread. */
+GK_API gk_status gk_weights_load(gk_weights* weights, int32_t device, int32_t dtype,
+                                 gk_stream* stream);
+
+/* Drops the weight set's cached tensors of `device` (every device for -1). Tensors handed
+ * out stay valid until released; the memory goes back when the last of them is. */
+GK_API gk_status gk_weights_release(gk_weights* weights, int32_t device);
 
 #ifdef __cplusplus
 } /* extern "C" */
