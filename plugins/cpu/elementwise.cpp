@@ -1,4 +1,5 @@
-// Elementwise ops: binary with NumPy broadcasting, unary, gated activations, cast.
+// Elementwise ops: binary with NumPy broadcasting, comparisons, unary, gated activations,
+// cast.
 //
 // Floating dtypes compute in compute_t (f32 for f16/bf16); integer add/sub/mul/neg/abs wrap
 // around like NumPy instead of overflowing (done in unsigned arithmetic, which C++ defines).
@@ -116,6 +117,98 @@ gk_status run_binary(const gk_kernel_args& args, std::string& message) {
           map_binary<T>(loop, [](auto x, auto y) { return binary_apply<K>(x, y); });
           return GK_OK;
         }
+      },
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(a.dtype));
+      });
+}
+
+// ----------------------------------------------------------------------------------------
+// Comparisons: eq ne lt le gt ge. Inputs of one dtype, broadcast; out is bool (one byte,
+// 0 or 1). f16/bf16 compare their exact f32 values; NaN compares false except for ne, as
+// in NumPy. bool inputs (eq, ne only) compare as truth values.
+
+enum class CompareKind { kEq, kNe, kLt, kLe, kGt, kGe };
+
+template <CompareKind K, class C>
+inline bool compare_apply(C a, C b) {
+  if constexpr (K == CompareKind::kEq) return a == b;
+  if constexpr (K == CompareKind::kNe) return a != b;
+  if constexpr (K == CompareKind::kLt) return a < b;
+  if constexpr (K == CompareKind::kLe) return a <= b;
+  if constexpr (K == CompareKind::kGt) return a > b;
+  if constexpr (K == CompareKind::kGe) return a >= b;
+}
+
+// Rows of out (bool) = f(a, b), a and b of storage type T.
+template <class T, class F>
+void map_compare(NdLoop<3>& loop, F f) {
+  loop.run([&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
+    constexpr int64_t kSize = sizeof(T);
+    if (s[0] == 1 && s[1] == kSize && s[2] == kSize) {
+      for (int64_t i = 0; i < n; ++i) {
+        p[0][i] = static_cast<char>(f(load<T>(p[1] + i * kSize), load<T>(p[2] + i * kSize)));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        p[0][i * s[0]] = static_cast<char>(f(load<T>(p[1] + i * s[1]), load<T>(p[2] + i * s[2])));
+      }
+    }
+  });
+}
+
+template <CompareKind K>
+gk_status check_compare(const gk_kernel_args& args, std::string& message) {
+  if (gk_status s = check_counts(args, 2, 2, 1, message)) return s;
+  const gk_plugin_tensor& a = args.inputs[0];
+  constexpr bool kBoolToo = K == CompareKind::kEq || K == CompareKind::kNe;
+  gk_status s =
+      kBoolToo ? check_dtype(args, a, "input 'a'",
+                             {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I8,
+                              GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64, GK_DTYPE_U8, GK_DTYPE_BOOL},
+                             message)
+               : check_dtype(args, a, "input 'a'",
+                             {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I8,
+                              GK_DTYPE_I16, GK_DTYPE_I32, GK_DTYPE_I64, GK_DTYPE_U8},
+                             message);
+  if (s) return s;
+  if ((s = check_same_dtype(args, args.inputs[1], "input 'b'", a.dtype, "input 'a'", message))) {
+    return s;
+  }
+  return check_dtype(args, args.outputs[0], "output 'out'", {GK_DTYPE_BOOL}, message);
+}
+
+template <CompareKind K>
+gk_status run_compare(const gk_kernel_args& args, std::string& message) {
+  const gk_plugin_tensor& a = args.inputs[0];
+  const gk_plugin_tensor& b = args.inputs[1];
+  const gk_plugin_tensor& out = args.outputs[0];
+  if (gk_status s = check_broadcast(args, a, b, out, message)) return s;
+  if (gk_status s = check_data(args, a, "input 'a'", message)) return s;
+  if (gk_status s = check_data(args, b, "input 'b'", message)) return s;
+  if (gk_status s = check_data(args, out, "output 'out'", message)) return s;
+  auto run = [&](auto tag, auto f) -> gk_status {
+    using T = typename decltype(tag)::type;
+    int64_t strides[3][kMaxDims];
+    byte_strides(out, 1, strides[0]);
+    broadcast_byte_strides(a, sizeof(T), out.ndim, out.shape, strides[1]);
+    broadcast_byte_strides(b, sizeof(T), out.ndim, out.shape, strides[2]);
+    NdLoop<3> loop(out.ndim, out.shape);
+    loop.set_operand(0, out.data, strides[0]);
+    loop.set_operand(1, a.data, strides[1]);
+    loop.set_operand(2, b.data, strides[2]);
+    map_compare<T>(loop, f);
+    return GK_OK;
+  };
+  if (a.dtype == GK_DTYPE_BOOL) {
+    // Any nonzero byte is true.
+    return run(TypeTag<uint8_t>{},
+               [](uint8_t x, uint8_t y) { return compare_apply<K>(x != 0, y != 0); });
+  }
+  return visit_numeric(
+      a.dtype,
+      [&](auto tag) -> gk_status {
+        return run(tag, [](auto x, auto y) { return compare_apply<K>(x, y); });
       },
       [&] {
         return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(a.dtype));
@@ -351,6 +444,12 @@ constexpr OpDef kOps[] = {
     {"maximum", &check_binary<BinaryKind::kMaximum>, &run_binary<BinaryKind::kMaximum>},
     {"minimum", &check_binary<BinaryKind::kMinimum>, &run_binary<BinaryKind::kMinimum>},
     {"pow", &check_binary<BinaryKind::kPow>, &run_binary<BinaryKind::kPow>},
+    {"eq", &check_compare<CompareKind::kEq>, &run_compare<CompareKind::kEq>},
+    {"ne", &check_compare<CompareKind::kNe>, &run_compare<CompareKind::kNe>},
+    {"lt", &check_compare<CompareKind::kLt>, &run_compare<CompareKind::kLt>},
+    {"le", &check_compare<CompareKind::kLe>, &run_compare<CompareKind::kLe>},
+    {"gt", &check_compare<CompareKind::kGt>, &run_compare<CompareKind::kGt>},
+    {"ge", &check_compare<CompareKind::kGe>, &run_compare<CompareKind::kGe>},
     {"neg", &check_unary<UnaryKind::kNeg>, &run_unary<UnaryKind::kNeg>},
     {"abs", &check_unary<UnaryKind::kAbs>, &run_unary<UnaryKind::kAbs>},
     {"exp", &check_unary<UnaryKind::kExp>, &run_unary<UnaryKind::kExp>},

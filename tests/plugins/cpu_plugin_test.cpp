@@ -330,6 +330,120 @@ TEST_F(CpuPlugin, integer_binary_and_unary_ops_wrap_around_like_numpy) {
   }
 }
 
+// Comparisons: eq ne lt le gt ge write bool (0 or 1) for every input dtype.
+
+const std::vector<std::string> kCompareOps = {"eq", "ne", "lt", "le", "gt", "ge"};
+
+double compare_ref(const std::string& op, double a, double b) {
+  // NaN compares false except for ne, as the C++ operators (and NumPy) do.
+  if (op == "eq") return a == b;
+  if (op == "ne") return a != b;
+  if (op == "lt") return a < b;
+  if (op == "le") return a <= b;
+  if (op == "gt") return a > b;
+  return a >= b;
+}
+
+std::vector<double> compare_want(const std::string& op, const Tensor& a, const Tensor& b,
+                                 const std::vector<int64_t>& out_shape) {
+  std::vector<double> want;
+  for_each_index(out_shape, [&](const std::vector<int64_t>& i) {
+    want.push_back(compare_ref(op, a.at(broadcast_index(i, a)), b.at(broadcast_index(i, b))));
+  });
+  return want;
+}
+
+TEST_F(CpuPlugin, comparisons_write_bool_for_every_dtype_with_numpy_broadcasting) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{3, 1, 5}, {4, 1}}, {{}, {2, 3}}, {{1}, {7}}, {{2, 3}, {2, 3}}, {{0, 3}, {3}}};
+  for (const std::string& op : kCompareOps) {
+    for (int32_t dtype : {kF32, kF64, kF16, kBF16, kI8, kI16, kI32, kI64, kU8}) {
+      for (const auto& [sa, sb] : shapes) {
+        // Values in [0, 3]: many ties, so eq/le/ge differ from lt/gt on most elements.
+        Tensor a = random(dtype, sa, 0, 3), b = random(dtype, sb, 0, 3);
+        for (Tensor* t : {&a, &b}) {  // whole numbers, so that floats tie too
+          for (int64_t i = 0; i < t->numel(); ++i) t->set_flat(i, std::floor(t->get_flat(i)));
+        }
+        const std::vector<int64_t> out_shape = broadcast_shape(sa, sb);
+        const Tensor out = poisoned(GK_DTYPE_BOOL, out_shape);
+        expect_op(op, {a, b}, out, compare_want(op, a, b, out_shape));
+        for (uint8_t byte : out.element_bytes()) {
+          ASSERT_LE(byte, 1) << op << " " << dtype_label(dtype) << ": bool holds 0 or 1";
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuPlugin, comparisons_follow_nan_and_signed_zero_like_numpy_and_read_strided_views) {
+  const std::vector<double> av = {kNaN, 1.0, kInf, -kInf, kNaN, 0.0, kInf, 2.0};
+  const std::vector<double> bv = {1.0, kNaN, -kInf, -kInf, kNaN, -0.0, kInf, 0.0};
+  for (int32_t dtype : kFloating) {
+    Tensor a = Tensor::contiguous(dtype, {8}), b = Tensor::contiguous(dtype, {8});
+    a.set_values(av);
+    b.set_values(bv);
+    for (const std::string& op : kCompareOps) {
+      expect_op(op, {a, b}, poisoned(GK_DTYPE_BOOL, {8}), compare_want(op, a, b, {8}));
+    }
+  }
+  for (int32_t dtype : {kF32, kBF16, kI16, kI64}) {
+    for (const std::string& op : kCompareOps) {
+      const Tensor a = random(dtype, {6, 5}, 0, 2).transpose(0, 1);              // [5, 6]
+      const Tensor b = random(dtype, {5, 12}, 0, 2).slice(1, 1, 12, 2).flip(0);  // [5, 6]
+      const Tensor row = random(dtype, {1, 6}, 0, 2).expand({5, 6});             // stride 0
+      Tensor base = poisoned(GK_DTYPE_BOOL, {5, 14});
+      const Tensor out = base.slice(1, 1, 13, 2).flip(1);  // [5, 6]
+      expect_op(op, {a, b}, out, compare_want(op, a, b, {5, 6}));
+      EXPECT_TRUE(out.untouched_outside_view(0xff)) << op << " wrote outside its output view";
+      base.poison();
+      expect_op(op, {row, a}, out, compare_want(op, row, a, {5, 6}));
+      EXPECT_TRUE(out.untouched_outside_view(0xff));
+    }
+  }
+}
+
+TEST_F(CpuPlugin, eq_and_ne_take_bool_as_truth_values_and_ordering_declines_bool) {
+  Tensor a = Tensor::contiguous(GK_DTYPE_BOOL, {4}), b = Tensor::contiguous(GK_DTYPE_BOOL, {4});
+  a.set_values({1, 0, 1, 0});
+  b.set_values({1, 1, 1, 0});
+  static_cast<uint8_t*>(a.plugin_view().data)[2] = 2;  // any nonzero byte is true
+  expect_op("eq", {a, b}, poisoned(GK_DTYPE_BOOL, {4}), {1, 0, 1, 1});
+  expect_op("ne", {a, b}, poisoned(GK_DTYPE_BOOL, {4}), {0, 1, 0, 0});
+  for (const char* op : {"lt", "le", "gt", "ge"}) {
+    const CallResult r = plugin_->call(op, {a, b}, {poisoned(GK_DTYPE_BOOL, {4})});
+    EXPECT_EQ(r.supports, GK_UNIMPLEMENTED) << op;
+    EXPECT_NE(r.reason.find("bool"), std::string::npos) << r.reason;
+  }
+  // The output must be bool; inputs must share a dtype.
+  CallResult r = plugin_->call("eq", {random(kF32, {2}), random(kF32, {2})}, {poisoned(kF32, {2})});
+  EXPECT_EQ(r.supports, GK_UNIMPLEMENTED);
+  EXPECT_NE(r.reason.find("'out'"), std::string::npos) << r.reason;
+  r = plugin_->call("lt", {random(kF32, {2}), random(kF64, {2})}, {poisoned(GK_DTYPE_BOOL, {2})});
+  EXPECT_EQ(r.supports, GK_UNIMPLEMENTED);
+  EXPECT_NE(r.reason.find("'b'"), std::string::npos) << r.reason;
+}
+
+TEST_F(CpuPlugin, integer_comparisons_are_exact_at_the_ends_of_each_range) {
+  struct Case {
+    int32_t dtype;
+    double a, b;
+  };
+  const std::vector<Case> cases = {{kI8, -128, 127},
+                                   {kU8, 0, 255},
+                                   {kI16, -32768, 32767},
+                                   {kI32, INT32_MIN, INT32_MAX},
+                                   {kI32, INT32_MAX - 1, INT32_MAX}};
+  for (const Case& c : cases) {
+    Tensor a = Tensor::contiguous(c.dtype, {1}), b = Tensor::contiguous(c.dtype, {1});
+    a.set_flat(0, c.a);
+    b.set_flat(0, c.b);
+    for (const std::string& op : kCompareOps) {
+      expect_op(op, {a, b}, poisoned(GK_DTYPE_BOOL, {1}), {compare_ref(op, c.a, c.b)});
+      expect_op(op, {b, a}, poisoned(GK_DTYPE_BOOL, {1}), {compare_ref(op, c.b, c.a)});
+    }
+  }
+}
+
 double gelu_ref(double x, bool tanh_form) {
   if (tanh_form) {
     return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
