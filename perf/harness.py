@@ -20,7 +20,9 @@ float64 reference (max and mean absolute, relative Frobenius). Memory-bound rows
 GB/s (each input read once, each output written once) and the fraction of a same-run
 device-to-device copy; matrix rows report TFLOP/s.
 
-Writes OUT_DIR/results.json, OUT_DIR/results.md and OUT_DIR/ratios.png.
+Writes OUT_DIR/results.json, OUT_DIR/results.md and OUT_DIR/ratios.png; with --baseline DIR,
+a full run (every family, not --quick, no plugin disabled) also overwrites DIR/<device>.md,
+the curated table the repository keeps (perf/baseline.py).
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ import torch
 import torch.nn.functional as F
 
 import gpukit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import baseline  # noqa: E402  (perf/baseline.py, beside this file)
 
 L2_BYTES = 50 * 2**20
 # Rows moving less than this are launch-bound: timed per call as a user sees it (host
@@ -316,9 +321,8 @@ def run_bench(b: Bench, copy_gbs: float, runs: int) -> dict:
 
     # The sides take turns call by call, so a drift of the host's or the GPU's speed over the
     # row (clocks under power and heat, host hours) slows both alike: timed in separate
-    # blocks, the same code read 0.91x and 1.21x torch in two runs an hour apart
-    # (perf/results/h100/2026-11-25_reductions/), and matmul rows 0.43-0.91x in one run and
-    # 0.97-1.16x in the next (2026-11-25_final/). A launch-bound sample carries the host's
+    # blocks, the same code read anywhere from 0.91x to 1.21x torch from one run to the next
+    # (matmul rows from 0.43x to 1.16x). A launch-bound sample carries the host's
     # jitter (scheduling, Python's allocator), so its median needs more samples to settle,
     # and it is timed with its host overhead; larger rows are timed on the GPU alone.
     if launch_bound:
@@ -407,6 +411,8 @@ def main() -> int:
     ap.add_argument("--per-plugin", action="store_true",
                     help="also re-run matmul once per CUDA matmul plugin (child processes)")
     ap.add_argument("--tag", default="dispatch", help="label of this process's rows")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="after a full run, overwrite DIR/<device>.md (e.g. perf/baseline)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     for fam in args.family.split(","):
@@ -456,6 +462,15 @@ def main() -> int:
             if "failed" in r:
                 f.write(f"\nFAILED: {r['name']}: {r['failed']}\n")
     chart(good, os.path.join(args.out_dir, "ratios.png"))
+    if args.baseline:
+        full = (set(args.family.split(",")) == set(FAMILIES) and not args.quick
+                and not meta["plugins_disable"])
+        if full:
+            path = baseline.write([{"meta": meta, "rows": rows}], args.baseline)
+            print(f"baseline: {path}", flush=True)
+        else:
+            print("baseline: not written (a partial run: --family, --quick or a plugin disabled)",
+                  flush=True)
     return 0 if not any("failed" in r for r in rows) else 1
 
 

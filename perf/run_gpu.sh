@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything the GPU machine is for, in one call: build GPUkit with its CUDA plugins, run
 # the GPU suites (and compute-sanitizer on them), run every side-by-side benchmark, and
-# print a short table last. Results land in $OUT (the device tool's folder) and in
-# build-gpu/out otherwise; copy what matters to perf/results/<device>/ afterwards.
+# print a short table last. Raw output (logs, JSON) stays out of the repository: it lands in
+# build-gpu/out and, packed, in $OUT (the device tool's folder). The bench stage's full harness
+# run overwrites perf/baseline/<device>.md, the curated table the repository keeps (a copy
+# goes to $OUT/baseline/ too, since the device tool returns only $OUT); commit that file.
 #
 #   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep]
 #   (default: all, which is build, test, sanitize and bench;
@@ -136,8 +138,8 @@ if [[ $STAGE == sanitize || $STAGE == all ]]; then
     done
     # The cublaslt plugin's own kernel (the L2 flush it times candidates after).
     sanitize memcheck memcheck_cublaslt.log $BUILD/bin/gpu_tests --gtest_filter='GpuCublasLt.*'
-    # The kernel checkers (perf/results/h100/2026-11-22_sanitizers/): racecheck of
-    # matmul_sm80's 419 cases takes over 200 s, so that plugin gets memcheck only.
+    # The kernel checkers: racecheck of matmul_sm80's several hundred cases takes over 200 s
+    # (the stage's time limit is 300 s), so that plugin gets memcheck only.
     plugins=$BUILD/lib/gpukit/plugins
     if [ -x $BUILD/bin/reductions_check ]; then
       sanitize memcheck memcheck_reductions.log $BUILD/bin/reductions_check --no-perf
@@ -183,9 +185,11 @@ if [[ $STAGE == bench || $STAGE == all ]]; then
   export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
   export GPUKIT_COMMIT=$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
   export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
-  # HARNESS_ARGS: e.g. "--per-plugin" to re-run matmul once per CUDA matmul plugin.
-  python3 perf/harness.py "$OUT/harness" ${HARNESS_ARGS:-} > "$OUT/harness.log" 2>&1
-  note "harness: exit $? ($(grep -c ratio "$OUT/harness.log") rows)"
+  # HARNESS_ARGS: e.g. "--per-plugin" to re-run matmul once per CUDA matmul plugin; a
+  # partial run (--family, --quick) leaves the baseline as it is.
+  python3 perf/harness.py "$OUT/harness" --baseline perf/baseline ${HARNESS_ARGS:-} \
+    > "$OUT/harness.log" 2>&1
+  note "harness: exit $? ($(grep -c ratio "$OUT/harness.log") rows); $(grep '^baseline:' "$OUT/harness.log")"
   if [ -x $BUILD/bin/bench_pool ]; then
     $BUILD/bin/bench_pool > "$OUT/bench_pool.log" 2>&1
     note "bench_pool: exit $?"
@@ -240,4 +244,7 @@ cat "$SUMMARY"
 if [ -n "$FINAL_OUT" ]; then
   mkdir -p "$FINAL_OUT"  # a sub-folder of the device tool's $OUT, e.g. $OUT/test
   tar -czf "$FINAL_OUT/gpu_run.tgz" -C "$OUT" . && cp "$SUMMARY" "$FINAL_OUT/summary.txt"
+  if [[ $STAGE == bench || $STAGE == all ]] && compgen -G "perf/baseline/*.md" > /dev/null; then
+    mkdir -p "$FINAL_OUT/baseline" && cp perf/baseline/*.md "$FINAL_OUT/baseline/"
+  fi
 fi

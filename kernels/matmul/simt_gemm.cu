@@ -257,7 +257,7 @@ struct Vec4Args {
 // K is a whole number of k-tiles. Two kernels rather than a branch per block, because ptxas
 // gives a kernel the registers of its hungriest path: with the checked loop beside it, the
 // unchecked one of a row-major b got 143 registers, one block per SM instead of two, and
-// ran 3% slower (perf/results/h100/2026-11-25_simt_interior/).
+// ran 3% slower.
 template <bool kAK, bool kBK, bool kChecked>
 __global__ void __launch_bounds__(kVThreads, Vec::kMinBlocksPerSm)
     simt_gemm_f32_vec4_kernel(const Vec4Args p) {

@@ -32,9 +32,9 @@ struct Sm80Tf32Tuning {
 // The f32 SIMT kernel with 16-byte loads (simt_gemm.cu): the usual well-tuned SGEMM shape
 // on Ampere (128×128 per block, BK = 8, 256 threads with 8×8 outputs each, double-buffered
 // smem, 2 blocks per SM at ≤ 128 registers). H100, 4096³: 46.3-47.2 TFLOP/s, 0.92× cuBLAS
-// with whole tiles (perf/results/h100/2026-11-25_simt_interior/). There BK = 16 read
+// with whole tiles. There BK = 16 read
 // 0.88-0.89× and one block per SM (143-145 registers) 0.78-0.89×; cp.async pipelines of
-// 128×256 and 128×128 read 0.64-0.72× (2026-11-25_simt_async/).
+// 128×256 and 128×128 read 0.64-0.72×.
 struct Sm80SimtTuning {
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 128;

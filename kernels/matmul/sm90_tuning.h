@@ -25,8 +25,8 @@ struct Sm90Tuning {
   static constexpr int kGroupM = 16;
   // Two CTAs on adjacent M-tiles form a cluster and share each B tile (256×64) by TMA
   // multicast: per CTA and k-tile 32 KB instead of 48 KB cross from L2. Without it the
-  // kernel ran 4096³ bf16 at 0.90× cuBLAS but 8192³ and 4096×14336×4096 at 0.80–0.92×
-  // (perf/results/h100/2026-11-22_sm90_epilogue/): slower where more data crosses.
+  // kernel ran 4096³ bf16 at 0.90× cuBLAS but 8192³ and 4096×14336×4096 at 0.80–0.92×:
+  // slower where more data crosses.
   static constexpr int kClusterM = 2;
 };
 

@@ -16,8 +16,7 @@ namespace gk::kernels::reductions {
 inline constexpr int kMaxDims = 8;
 // Kernel parameter structs on the hot paths stay within this many bytes: launches with more
 // than about 200 bytes of parameters ran 0.3–0.8 µs longer on every other run of 100 calls
-// (H100, the same kernel with 28 to 332 bytes: perf/results/h100/2026-11-25_session12/
-// param_size/).
+// (H100, the same kernel with 28 to 332 bytes).
 inline constexpr size_t kLeanParamBytes = 192;
 
 enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4 };

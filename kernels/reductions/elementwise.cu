@@ -26,7 +26,7 @@
 //     out[a0+y+8j][b0+2x, +1] = fn(tile[2x, +1][y+8j], other inputs read directly)
 //       (coalesced along b)
 // Without it each warp's 32 stores (or loads) hit 32 rows: silu of a transposed bf16
-// [8192, 8192] view read 0.18× PyTorch (perf/results/h100/2026-11-25_session13/paths/).
+// [8192, 8192] view read 0.18× PyTorch.
 // 16-bit types use the hardware exp/reciprocal (see "element functions").
 // Everything else lives in registers; no shared memory.
 #include <cmath>

@@ -27,7 +27,7 @@
 //   (the elementwise copy, tiled through shared memory where another dim is contiguous),
 //   the row path runs there, and staged outputs are copied back: what PyTorch does with
 //   .contiguous(). A thread per row over the strided axis read a transposed bf16
-//   [4096, 4096] at 0.043× PyTorch (perf/results/h100/2026-11-25_session13/paths/).
+//   [4096, 4096] at 0.043× PyTorch.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -202,9 +202,8 @@ enum class PackedForm { general, full_weight, full_weight_bias };
 // kForm (PackedForm): the general kernel tests the row's end and the weight and bias at
 // run time; the full-row forms are compiled for k == kTpr · kE with the weight (and
 // bias) given, so no test is left and (x - mean) · inv · w + b becomes one FMA at the end.
-// bf16 [16384, 4096] (H100, perf/results/h100/2026-11-25_session11/norm_probe/, five
-// processes): 58 → 48 registers, 8 → 10 blocks per SM; layernorm 96.5–96.8 → 97.7–97.8%
-// of the same-run memcpy, rmsnorm 96.3–97.4 → 98.4–98.8%.
+// bf16 [16384, 4096] (H100, five processes): 58 → 48 registers, 8 → 10 blocks per SM;
+// layernorm 96.5–96.8 → 97.7–97.8% of the same-run memcpy, rmsnorm 96.3–97.4 → 98.4–98.8%.
 // Params: NormRowParams, or NormParams where the outer dims do not merge (launch_packed).
 template <typename T, int kTpr, int kE, bool kRes, PackedForm kForm, typename Params>
 __global__ void __launch_bounds__(block_threads<kTpr>(), packed_min_blocks<T, kTpr, kE, kRes>())

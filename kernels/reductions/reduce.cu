@@ -696,11 +696,9 @@ cudaError_t run_plan(const Plan& plan, const TensorRef& x, const TensorRef& out,
   // The split path (chunks > 1) takes the kernel that holds 4 blocks per SM, the residency
   // its chunk count fills (tuning.cuh; ptxas -v, sm_90a, sum): for bf16 the lean one (58
   // registers; RowParams 76, 3 per SM); for f16 and f32 RowParams (60 and 62; their lean
-  // ones, 42 and 48, hold 5 and left a tail: sum all f32 [16 Mi] 2.5% slower,
-  // perf/results/h100/2026-11-25_session13/lean_everywhere/). Lean bf16 splits, H100 / H200:
-  // sum all [16 Mi] 1.13 → 1.17–1.18 / 1.05 → 1.15x torch, [64 Mi] 1.04 / 0.93 → 1.00x, [64, 1 Mi]
-  // over the last axis 1.23 → 1.27 / 1.12 → 1.29x
-  // (perf/results/h{100,200}/2026-11-25_session15/split_probe/).
+  // ones, 42 and 48, hold 5 and left a tail: sum all f32 [16 Mi] 2.5% slower). Lean bf16
+  // splits, H100 / H200: sum all [16 Mi] 1.13 → 1.17–1.18 / 1.05 → 1.15x torch, [64 Mi]
+  // 1.04 / 0.93 → 1.00x, [64, 1 Mi] over the last axis 1.23 → 1.27 / 1.12 → 1.29x.
   constexpr bool lean_split = std::is_same_v<T, __nv_bfloat16>;
   if (plan.kind == Plan::kRow && plan.kept.n <= 1 && (plan.chunks == 1 || lean_split)) {
     RowLeanParams lp{x.data, out.data, workspace};

@@ -13,8 +13,7 @@ inline constexpr int kEwThreads = 256;
 inline constexpr int kEwVectorsPerThread = 4;
 
 // Elementwise, contiguous kernel: one 16-byte vector per operand per thread, one tile per
-// block; threads per block by op kind, H100, 64 Mi elements, against PyTorch in one process
-// (perf/results/h100/2026-11-25_session12/ew_threads/):
+// block; threads per block by op kind, H100, 64 Mi elements, against PyTorch in one process:
 // - one input (unary ops, casts): 128 threads, 16 blocks per SM, PyTorch's layout. silu bf16
 //   0.999–1.000x at 128 and 0.973x at 768; cast f32->bf16 1.006x at 128, 0.925x at 768.
 // - two inputs (binary and gated ops): 768 threads, 2 blocks (48 warps) per SM. add bf16 at
@@ -38,32 +37,29 @@ inline constexpr int kWarpRowMax = 1024;
 // at 5 (f16 sums and f32 max/min, 48). Against 12 × 132 (whole at 3 and 4 per SM, the
 // residencies before ColLeanParams), it read 1.065 → 1.11× torch for a bf16 sum over
 // axis 0 of [4096, 16384], 1.10 → 1.11× for f32 [16384, 4096], 1.17 → 1.22× for max f32
-// [64, 4096, 64] over axis 1 (perf/results/h100/2026-11-25_session14/col_lean/).
+// [64, 4096, 64] over axis 1.
 // A constant, not read from the device, so the split (and so the result bits) depends only
 // on the shape.
 inline constexpr int kColWaveBlocks = 2640;
 // Each thread of a split column reduction reads at least this many reduced rows: a block's
 // partials (one float per column) are then ≤ 1/64 of what it reads in bf16, 1/128 in f32.
 inline constexpr int kColMinRowsPerThread = 16;
-// Split row reductions (a sum over all elements, or over fewer than kSplitRowsBelow long
-// rows): each row is cut into chunks so that rows × chunks ≈ kRowSplitBlocks. Both are
-// multiples of 4 × 132 (the split kernels hold 4 blocks of 256 per SM: reduce.cu run_plan)
-// and 3 × 132 (the 16-bit kernel's residency until session 15), so every wave on an H100
-// is full. With 528 chunks a bf16 split ran as 396 blocks and then a tail of 132 at one
-// block per SM: sum all bf16 [64 Mi] read 82% of copy (perf/results/h100/
-// 2026-11-25_reductions/). Finer chunks shorten the last wave's tail; for sum all bf16
-// [64 Mi] / f32 [256 Mi] against torch in one process (perf/results/h100/
-// 2026-11-25_session9/reduce_split/): 1584 blocks 0.995 / 0.998×, 3168 1.012 / 1.004×,
-// 4752 1.032–1.039 / 1.007×, 6336 0.887 / 1.012× (bf16 chunks of 11 Ki elements: under
-// two 8 Ki-element steps per block). Constants, as above: the split depends only on the
-// shape.
+// Split row reductions (a sum over all elements, or over fewer than kSplitRowsBelow long rows):
+// each row is cut into chunks so that rows × chunks ≈ kRowSplitBlocks. Both are multiples of 4 ×
+// 132 (the split kernels hold 4 blocks of 256 per SM: reduce.cu run_plan) and 3 × 132 (the 16-bit
+// RowParams kernel's residency), so every wave on an H100 is full. With 528 chunks a bf16 split ran
+// as 396 blocks and then a tail of 132 at one block per SM: sum all bf16 [64 Mi] read 82% of copy.
+// Finer chunks shorten the last wave's tail; for sum all bf16 [64 Mi] / f32 [256 Mi] against torch
+// in one process: 1584 blocks 0.995 / 0.998×, 3168 1.012 / 1.004×, 4752 1.032–1.039 / 1.007×, 6336
+// 0.887 / 1.012× (bf16 chunks of 11 Ki elements: under two 8 Ki-element steps per block).
+// Constants, as above: the split depends only on the shape.
 inline constexpr int kSplitRowsBelow = 1584;
 inline constexpr int kRowSplitBlocks = 4752;
 // A split never makes chunks smaller than this many elements (2 tiles of 256×16B
 // vectors for f32), so each block streams long enough to hide its start-up. 64 KiB per
 // block instead (bf16 32768, f32 16384) gained 3–5% on the H200 but nothing on the H100:
 // bf16 sum all [16 Mi] 1.18 → 1.15× torch, [64 Mi] 1.04 → 1.05×, f32 [16 Mi] 1.10 →
-// 1.08×, [64 Mi] 1.03 → 1.04× (perf/results/h{100,200}/2026-11-25_session15/chunk_probe/).
+// 1.08×, [64 Mi] 1.03 → 1.04×.
 inline constexpr long long kMinChunk = 8192;
 // At most this many partials per output.
 inline constexpr int kMaxPartials = 8192;

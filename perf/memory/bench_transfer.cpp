@@ -79,7 +79,7 @@ void fill_random(void* p, uint64_t bytes, uint64_t seed) {
 // memory, not into the zeroing core's cache. A plain memset left them dirty in 8 cores'
 // caches, and a DMA writing there had to snoop them: pinned D2H at 64 MiB fell from 53-55
 // to 38-47 GB/s and both ways from 97-100 to 86-87 on the H100 host, for plain
-// cudaMemcpyAsync as much as for GPUkit (perf/results/h100/2026-11-22_transfer_probe/).
+// cudaMemcpyAsync as much as for GPUkit.
 void zero_streaming(char* p, uint64_t bytes) {
 #if defined(__SSE2__)
   uint64_t head = std::min<uint64_t>(bytes, (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16);

@@ -1,5 +1,5 @@
 /* gk_buffer_alloc + gk_buffer_free pairs on a created stream of the cpu device, for
- * instruction and cache-line counts under callgrind (perf/results/cpu/2026-11-25_pool_hot_path.md).
+ * instruction and cache-line counts under callgrind.
  *
  *   pool_pairs warm SIZE N: 200 pairs, then N more, all in pair_loop. Instructions per pair:
  *     run with N = 1000 and N = 2000 under

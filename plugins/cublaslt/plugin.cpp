@@ -9,22 +9,20 @@
 // is 1. Descriptors and the heuristic's candidates are cached per (device, shape, strides,
 // dtypes, epilogue, alignment) in a mutex-protected map.
 //
-// Choosing the algorithm: the heuristic's first pick is often not cuBLAS's fastest for the
-// shape (on the H100 it cost 3-7% on tf32 4096³/8192³ and some bf16/f16 LLM shapes, see
-// perf/results/). So a plan keeps up to kTuneCandidates of the heuristic's candidates, and
-// its first launch times each one on that call's operands (writing into scratch memory, not
-// the output) from a cold L2, keeps the fastest, and says so in gk_op_explain. Cold, because
-// back-to-back runs on the same operands find them in L2, which favours algorithms that are
-// slower when the operands come from memory (on the H100, f16 1024³ timed warm kept nvjet
-// 192x48, 10.7 µs cold, over cuBLAS's 128x64, 7.9 µs: perf/results/h100/2026-11-25_session7/
-// diagnostics). So each timed run follows a read of twice L2's size (l2_flush.cu), in a buffer
-// that lives only while the candidates are timed. That first launch waits for
-// the GPU once; GPUKIT_CUBLASLT_TUNE=0 turns timing off (the heuristic's first is used), and
-// a launch into a capturing stream never times (it uses the first until an ordinary launch
-// has timed them). Workspace: one 32 MiB buffer per
-// (device, stream), taken from host->alloc on first use on that stream and kept until
-// shutdown (PyTorch keeps its cuBLAS workspace per (handle, stream) the same way); calls on
-// one stream are ordered, so they can share it.
+// Choosing the algorithm: the heuristic's first pick is often not cuBLAS's fastest for the shape
+// (on the H100 it cost 3-7% on tf32 4096³/8192³ and some bf16/f16 LLM shapes). So a plan keeps up
+// to kTuneCandidates of the heuristic's candidates, and its first launch times each one on that
+// call's operands (writing into scratch memory, not the output) from a cold L2, keeps the fastest,
+// and says so in gk_op_explain. Cold, because back-to-back runs on the same operands find them in
+// L2, which favours algorithms that are slower when the operands come from memory (on the H100, f16
+// 1024³ timed warm kept nvjet 192x48, 10.7 µs cold, over cuBLAS's 128x64, 7.9 µs). So each timed
+// run follows a read of twice L2's size (l2_flush.cu), in a buffer that lives only while the
+// candidates are timed. That first launch waits for the GPU once; GPUKIT_CUBLASLT_TUNE=0 turns
+// timing off (the heuristic's first is used), and a launch into a capturing stream never times (it
+// uses the first until an ordinary launch has timed them). Workspace: one 32 MiB buffer per
+// (device, stream), taken from host->alloc on first use on that stream and kept until shutdown
+// (PyTorch keeps its cuBLAS workspace per (handle, stream) the same way); calls on one stream are
+// ordered, so they can share it.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -60,9 +58,8 @@ constexpr int kTuneCandidates = 8;
 // First kTuneRounds; then, while the candidates' timed runs stay within kTuneBudgetUs in
 // all, more rounds up to kTuneMaxRounds. Short calls are noisy relative to their length:
 // on the H100, bf16 128×14336×4096's two fastest candidates (44.5 and 44.1 µs over 5
-// rounds) kept either one from process to process, though they are 2-8% apart in situ
-// (perf/results/h100/2026-11-25_session9/). There a 44 µs call got 21 rounds and 4096³
-// (180 µs) kept 5.
+// rounds) kept either one from process to process, though they are 2-8% apart in situ.
+// There a 44 µs call got 21 rounds and 4096³ (180 µs) kept 5.
 constexpr int kTuneRounds = 5;
 constexpr int kTuneMaxRounds = 25;
 constexpr float kTuneBudgetUs = 8000.0f;

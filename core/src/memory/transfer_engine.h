@@ -48,9 +48,9 @@ class Logger;
 // direction and 8 host threads per chunk memcpy (at most half the host's cores), because one
 // thread's memcpy (about 7 GB/s on the H100 host, a KVM guest) is far slower than a PCIe 5 x16
 // DMA (about 55 GB/s one way). On that host a pipeline of 8 MiB memcpys into 4 pinned chunks
-// reached 44-50 GB/s with 8 threads against 29-33 with 4 (perf/results/h100/
-// 2026-11-22_transfer_probe/). GPUKIT_TRANSFER_CHUNK_KIB, GPUKIT_TRANSFER_CHUNKS and
-// GPUKIT_TRANSFER_HOST_THREADS override them (see docs/memory.md, "Transfers").
+// reached 44-50 GB/s with 8 threads against 29-33 with 4. GPUKIT_TRANSFER_CHUNK_KIB,
+// GPUKIT_TRANSFER_CHUNKS and GPUKIT_TRANSFER_HOST_THREADS override them (see docs/memory.md,
+// "Transfers").
 struct TransferTuning {
   uint64_t chunk_bytes = uint64_t(8) << 20;
   int chunks = 4;
@@ -137,7 +137,7 @@ class HostCopyPool {
   // copy queues a job every chunk, and 7 helpers queueing up on a mutex each time can
   // sleep in the kernel (tens of microseconds per wake-up in a virtual machine). On the H100
   // host this read 31-43 GB/s against 28-45 for the mutex, faster in 10 of 12 interleaved
-  // comparisons (perf/results/h100/2026-11-25_transfer/).
+  // comparisons.
   SpinLock jobs_lock_;
   std::deque<std::shared_ptr<Job>> jobs_;  // jobs with pieces left to take, under jobs_lock_
   std::atomic<int> queued_jobs_{0};        // jobs_.size(), read by spinning helpers

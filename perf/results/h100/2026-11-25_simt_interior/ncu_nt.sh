@@ -1,6 +1,0 @@
-B=build-gpu; MC=$B/bin/matmul_check; P=.probe/bk8r1/libgpukit_matmul_sm80_bk8r1.so
-M=smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__issue_active.avg.per_cycle_active,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio
-for c in N T; do
-ncu --clock-control none --section SpeedOfLight --metrics $M -k regex:simt --launch-skip 2 -c 1 $MC --no-check --only "4096x4096x4096 f32 $c" $P > $OUT/ncu_bk8r1_$c.txt 2>&1
-echo "== $c"; grep -E "Duration|SM Frequency|stalled|issue_active|hit_rate|dram__bytes|bank_conflicts" $OUT/ncu_bk8r1_$c.txt | sed 's/smsp__average_warps_issue_stalled_//;s/_per_issue_active.ratio//' | awk '{print $1, $NF}'
-done
