@@ -1,6 +1,7 @@
 """GPUkit for Python: NumPy-like arrays on GPUkit devices, DLPack 1.x exchange, the
 runtime's devices, streams, events, memory budgets and plugins, and scheduler tasks with
-QoS classes (gpukit.task), over the C ABI (cffi, ABI mode).
+QoS classes (gpukit.task), model weights (gpukit.load_weights: SafeTensors, GGUF), over the
+C ABI (cffi, ABI mode).
 
 ``import gpukit`` needs no GPU: without CUDA the runtime runs on the cpu device alone.
 """
@@ -16,6 +17,7 @@ from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_d
                        explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)
 from ._scheduler import Task, scheduler_info, set_pacing, task
 from ._units import parse_memory
+from ._weights import Weights, load_weights
 from .errors import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -38,6 +40,6 @@ __all__ = [
     "Runtime", "Device", "Stream", "Event", "runtime", "devices", "default_device",
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
-    "Task", "task", "scheduler_info", "set_pacing",
+    "Task", "task", "scheduler_info", "set_pacing", "Weights", "load_weights",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

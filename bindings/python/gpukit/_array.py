@@ -73,6 +73,33 @@ _FLOATING = {1, 2, 3, 4}
 _ITEMSIZE = {1: 4, 2: 8, 3: 2, 4: 2, 5: 1, 6: 2, 7: 4, 8: 8, 9: 1, 10: 1}
 _SUPPORTED_TEXT = ("float32, float64, float16, bfloat16 (with ml_dtypes), int8, int16, "
                    "int32, int64, uint8, bool")
+# Block-quantized dtypes (GGUF's; gpukit.h "Weights, ABI 1.4"): gk_dtype -> (name, elements
+# per block, bytes per block). A tensor of one is packed: its shape counts elements, its
+# innermost dimension is a multiple of the block, it is contiguous, and it has no NumPy
+# element type. Arrays of them come from gpukit.load_weights.
+_PACKED = {32: ("q8_0", 32, 34), 33: ("q4_0", 32, 18), 34: ("q4_1", 32, 20),
+           35: ("q4_k", 256, 144), 36: ("q5_k", 256, 176), 37: ("q6_k", 256, 210)}
+_PACKED_BY_NAME = {name: gk for gk, (name, _, _) in _PACKED.items()}
+
+
+def _dtype_name(gk: int) -> str:
+    """The gk_dtype_name of a plain or block-quantized dtype ("f32", "q4_k")."""
+    return _GK_NAMES[gk] if gk in _GK_NAMES else _PACKED[gk][0]
+
+
+def _packed_bytes(gk: int, count: int) -> int:
+    """Bytes of `count` elements of block-quantized dtype `gk` (whole blocks)."""
+    _, block, block_bytes = _PACKED[gk]
+    return -(-count // block) * block_bytes
+
+
+def _packed_error(gk: int, what: str) -> TypeError:
+    name, block, block_bytes = _PACKED[gk]
+    return TypeError(
+        f"{what}: dtype {name} is block-quantized (packed in blocks of {block} elements, "
+        f"{block_bytes} bytes each) and has no NumPy element type; load the weights with "
+        f"dtype=\"f32\" (or \"f16\", \"bf16\") to get them dequantized, or read the packed "
+        "bytes with .raw_bytes()")
 _RELEASE_TENSOR = ffi.cast("gk_release_fn", lib.gk_tensor_release)
 _T_CHAR = ffi.typeof("char[]")
 _T_DLMANAGEDTENSOR = ffi.typeof("DLManagedTensor**")
@@ -124,9 +151,12 @@ _SetName = _capsule._SetName
 _FAILED_PRECONDITION = lib.GK_FAILED_PRECONDITION
 _MAX_VERSION = (1, 1)  # the DLPack version we ask producers for
 _current_stream_get = _current_stream.get
+_OP_SIGN = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 def _gk_dtype(dtype) -> int:
+    if isinstance(dtype, str) and dtype in _PACKED_BY_NAME:
+        return _PACKED_BY_NAME[dtype]
     if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
         if _BF16 is None:
             return 4
@@ -149,6 +179,8 @@ def _gk_dtype(dtype) -> int:
 def _np_dtype(gk: int):
     if gk in _GK_TO_NP:
         return _GK_TO_NP[gk]
+    if gk in _PACKED:
+        raise _packed_error(gk, "no NumPy dtype")
     raise TypeError("bfloat16 arrays need the ml_dtypes package to be seen from NumPy "
                     "(pip install ml_dtypes)")
 
@@ -183,9 +215,17 @@ def _check_shape(shape, gk_dtype: int) -> None:
     if count > _INT64_MAX:
         raise ValueError(f"shape {tuple(shape)} has {count} elements, more than the "
                          f"2**63 - 1 a GPUkit tensor can hold")
-    if count * _ITEMSIZE[gk_dtype] > _INT64_MAX:
-        raise ValueError(f"shape {tuple(shape)} of {_GK_NAMES[gk_dtype]} is "
-                         f"{count * _ITEMSIZE[gk_dtype]} bytes, more than the 2**63 - 1 a "
+    if gk_dtype in _PACKED:
+        name, block, _ = _PACKED[gk_dtype]
+        if not shape or shape[-1] % block:
+            raise ValueError(f"shape {tuple(shape)} of {name}: the innermost dimension must "
+                             f"be a multiple of the block of {block} elements")
+        nbytes = _packed_bytes(gk_dtype, count)
+    else:
+        nbytes = count * _ITEMSIZE[gk_dtype]
+    if nbytes > _INT64_MAX:
+        raise ValueError(f"shape {tuple(shape)} of {_dtype_name(gk_dtype)} is "
+                         f"{nbytes} bytes, more than the 2**63 - 1 a "
                          "GPUkit tensor can hold")
 
 
@@ -543,6 +583,11 @@ class GPUArray:
     def _view(self, shape, strides, elem_offset: int = 0, gk_dtype=None) -> "GPUArray":
         """A view sharing this array's memory (holds a reference to its tensor)."""
         gk_dtype = gk_dtype or self._gk_dtype
+        if gk_dtype in _PACKED:
+            name, block, _ = _PACKED[gk_dtype]
+            raise TypeError(f"a {name} array is packed in blocks of {block} elements and "
+                            "cannot be viewed (indexed, reshaped or transposed); load the "
+                            "weights with dtype=\"f32\" to get a plain array")
         desc = _desc_for(gk_dtype, shape, strides, self._flags)
         ptr = ffi.cast("char*", lib.gk_tensor_data(self._t))
         if math.prod(shape) > 0:
@@ -563,10 +608,22 @@ class GPUArray:
     @property
     def dtype(self):
         """The NumPy dtype (ml_dtypes.bfloat16 for bf16; the string "bfloat16" without
-        ml_dtypes)."""
+        ml_dtypes; the dtype's name, such as "q4_k", for a block-quantized array)."""
         if self._gk_dtype == 4 and _BF16 is None:
             return "bfloat16"
+        if self._gk_dtype in _PACKED:
+            return _PACKED[self._gk_dtype][0]
         return _GK_TO_NP[self._gk_dtype]
+
+    @property
+    def dtype_name(self) -> str:
+        """The gk_dtype name: "f32", "bf16", "i64", "q4_k", …"""
+        return _dtype_name(self._gk_dtype)
+
+    @property
+    def is_packed(self) -> bool:
+        """Whether the dtype is block-quantized (q8_0, q4_0, q4_1, q4_k, q5_k, q6_k)."""
+        return self._gk_dtype in _PACKED
 
     @property
     def shape(self) -> tuple:
@@ -574,7 +631,8 @@ class GPUArray:
 
     @property
     def strides(self) -> tuple:
-        """Strides in bytes, as NumPy reports them."""
+        """Strides in bytes, as NumPy reports them (none for a block-quantized array: it
+        is packed; see element_strides)."""
         return tuple(s * self.itemsize for s in self._strides)
 
     @property
@@ -591,10 +649,16 @@ class GPUArray:
 
     @property
     def itemsize(self) -> int:
-        return _ITEMSIZE[self._gk_dtype]
+        """Bytes per element; a block-quantized array has none (TypeError): see nbytes."""
+        try:
+            return _ITEMSIZE[self._gk_dtype]
+        except KeyError:
+            raise _packed_error(self._gk_dtype, "itemsize") from None
 
     @property
     def nbytes(self) -> int:
+        if self._gk_dtype in _PACKED:
+            return _packed_bytes(self._gk_dtype, self.size)
         return self.size * self.itemsize
 
     @property
@@ -634,7 +698,10 @@ class GPUArray:
     # -- host exchange -------------------------------------------------------------
     def to_numpy(self, copy: bool = False) -> np.ndarray:
         """A NumPy array. For the cpu device it is a zero-copy view of the same memory
-        (read-only when this array is) unless copy=True; for CUDA, a host copy."""
+        (read-only when this array is) unless copy=True; for CUDA, a host copy. A
+        block-quantized array has no NumPy form (TypeError; see raw_bytes)."""
+        if self._gk_dtype in _PACKED:
+            raise _packed_error(self._gk_dtype, "to_numpy")
         dtype = _np_dtype(self._gk_dtype)
         if self.size == 0:
             return np.empty(self._shape, dtype)
@@ -652,6 +719,24 @@ class GPUArray:
                                       ffi.NULL))
             return host
         return self._host_via_extent(dtype)
+
+    def raw_bytes(self) -> np.ndarray:
+        """The array's bytes as a 1-D uint8 NumPy array, as stored (a block-quantized
+        array's packed blocks, in llama.cpp's layout). For the cpu device a zero-copy view
+        (read-only when the array is); for CUDA, a host copy. The array must be
+        contiguous."""
+        if not self.is_contiguous:
+            raise ValueError("raw_bytes: the array is not contiguous; call .contiguous() first")
+        n = self.nbytes
+        if n == 0:
+            return np.empty(0, np.uint8)
+        if not self._device.is_cuda:
+            holder = _HostView(self, np.uint8, raw=True)
+            return np.asarray(holder)
+        _wait_for(self)
+        host = np.empty(n, np.uint8)
+        check(lib.gk_copy_to_host(self._t, ffi.cast("void*", host.ctypes.data), n, ffi.NULL))
+        return host
 
     def _host_via_extent(self, dtype) -> np.ndarray:
         """Copies the byte range a strided view spans and strides it on the host."""
@@ -715,6 +800,8 @@ class GPUArray:
         """Converts with op "cast" (f32 f64 f16 bf16 i32 i64 in any pair); other pairs
         go through NumPy on the host."""
         target = _gk_dtype(dtype)
+        if self._gk_dtype in _PACKED:
+            raise _packed_error(self._gk_dtype, "astype")
         if target == self._gk_dtype and not copy:
             return self
         if self._gk_dtype in _CASTABLE and target in _CASTABLE:
@@ -861,6 +948,11 @@ class GPUArray:
     # the result's dtype cannot be stored in this one under same-kind casting (int += float)
     # or the broadcast shape is not this array's shape.
     def _inplace(self, other, op: str):
+        if self._flags & lib.GK_TENSOR_READ_ONLY:
+            # Refused before any work (the C call would refuse the output as well).
+            raise InvalidArgument(f"{op} in place: the array is read-only (a weight, or "
+                                  "memory imported read-only); compute into a new array "
+                                  f"(x = x {_OP_SIGN.get(op, op)} y) or copy it first (x.copy())")
         if isinstance(other, (GPUArray, np.ndarray, numbers.Number, np.generic)):
             a, b = _coerce_pair(self, other, true_divide=(op == "div"))
         else:
@@ -946,6 +1038,11 @@ class GPUArray:
         else legacy "dltensor". `stream` is the consumer's CUDA stream (None or 1: the
         legacy default stream, 2: per-thread default, -1: no synchronisation, 0:
         refused); the consumer's stream waits for this array's producing stream."""
+        if self._gk_dtype in _PACKED:
+            name, block, _ = _PACKED[self._gk_dtype]
+            raise BufferError(f"a {name} array (packed in blocks of {block} elements) has no "
+                              "DLPack dtype; load the weights with dtype=\"f32\", \"f16\" or "
+                              "\"bf16\" to exchange them")
         src, copied = self, False
         device = self._device
         if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
@@ -977,11 +1074,18 @@ class GPUArray:
 
 
 class _HostView:
-    """Exposes a cpu GPUArray's memory to NumPy and keeps the array alive."""
+    """Exposes a cpu GPUArray's memory to NumPy and keeps the array alive. With raw=True,
+    the bytes of a contiguous array as a 1-D uint8 array."""
 
-    def __init__(self, arr: GPUArray, dtype):
-        typestr = "<u2" if arr._gk_dtype == 4 else np.dtype(dtype).str
+    def __init__(self, arr: GPUArray, dtype, raw: bool = False):
         self._keep = arr
+        if raw:
+            self.__array_interface__ = {
+                "version": 3, "shape": (arr.nbytes,), "typestr": "|u1",
+                "data": (arr.data_ptr, arr.readonly), "strides": None,
+            }
+            return
+        typestr = "<u2" if arr._gk_dtype == 4 else np.dtype(dtype).str
         self.__array_interface__ = {
             "version": 3, "shape": arr._shape, "typestr": typestr,
             "data": (arr.data_ptr, arr.readonly),
