@@ -19,7 +19,8 @@ inline constexpr int kMaxDims = 8;
 // (H100, the same kernel with 28 to 332 bytes).
 inline constexpr size_t kLeanParamBytes = 192;
 
-enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4 };
+// b8: bool, one byte holding 0 or 1 (the comparisons' output).
+enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4, b8 = 5 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -28,6 +29,7 @@ inline size_t dtype_size(DType t) {
     case DType::bf16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::b8: return 1;
   }
   return 0;
 }

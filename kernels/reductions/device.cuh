@@ -99,34 +99,48 @@ __device__ __forceinline__ unsigned int bits_of(__half v) {
 __device__ __forceinline__ unsigned int bits_of(__nv_bfloat16 v) {
   return __bfloat16_as_ushort(v);
 }
+__device__ __forceinline__ unsigned int bits_of(uint8_t v) {
+  return v;
+}
 
 // Packs V's elements (V::v[]) into 32-bit words by value, then stores them with one
-// instruction; a memcpy of the struct still compiled to 2-byte stores.
+// instruction; a memcpy of the struct still compiled to 2-byte stores. A vector of 2 bytes
+// (a pair of one-byte bools) takes one 2-byte store.
 template <typename V>
 __device__ __forceinline__ void store_bits(void* p, const V& v) {
   using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
   constexpr int kN = sizeof(V) / sizeof(T);
   constexpr int kWords = sizeof(V) / 4;
-  static_assert(sizeof(V) % 4 == 0 && kWords <= 4, "vector of 4, 8 or 16 bytes");
-  unsigned int w[kWords];
-#pragma unroll
-  for (int i = 0; i < kWords; ++i) {
-    if constexpr (sizeof(T) == 4) {
-      w[i] = bits_of(v.v[i]);
-    } else {
-      w[i] = bits_of(v.v[2 * i]) | (bits_of(v.v[2 * i + 1]) << 16);
-    }
-  }
-  static_assert(kN == kWords * (4 / sizeof(T)), "whole words");
-  // Plain uint4/uint2 stores were still split into 32-bit ones (PTX), hence the asm.
-  if constexpr (kWords == 4) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
-                 "r"(w[2]), "r"(w[3])
-                 : "memory");
-  } else if constexpr (kWords == 2) {
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+  static_assert(sizeof(V) == 2 || (sizeof(V) % 4 == 0 && kWords <= 4),
+                "vector of 2, 4, 8 or 16 bytes");
+  if constexpr (sizeof(V) == 2) {
+    static_assert(kN == 2, "a 2-byte vector holds two 1-byte elements");
+    *static_cast<unsigned short*>(p) =
+        static_cast<unsigned short>(bits_of(v.v[0]) | (bits_of(v.v[1]) << 8));
   } else {
-    *static_cast<unsigned int*>(p) = w[0];
+    unsigned int w[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        w[i] = bits_of(v.v[i]);
+      } else if constexpr (sizeof(T) == 2) {
+        w[i] = bits_of(v.v[2 * i]) | (bits_of(v.v[2 * i + 1]) << 16);
+      } else {
+        w[i] = bits_of(v.v[4 * i]) | (bits_of(v.v[4 * i + 1]) << 8) |
+               (bits_of(v.v[4 * i + 2]) << 16) | (bits_of(v.v[4 * i + 3]) << 24);
+      }
+    }
+    static_assert(kN == kWords * (4 / sizeof(T)), "whole words");
+    // Plain uint4/uint2 stores were still split into 32-bit ones (PTX), hence the asm.
+    if constexpr (kWords == 4) {
+      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3])
+                   : "memory");
+    } else if constexpr (kWords == 2) {
+      asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+    } else {
+      *static_cast<unsigned int*>(p) = w[0];
+    }
   }
 }
 

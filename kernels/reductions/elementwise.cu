@@ -1,4 +1,4 @@
-// Elementwise unary / binary / gated / cast.
+// Elementwise unary / binary / comparison / gated / cast.
 //
 // Host: broadcast inputs to out's shape (stride 0), drop size-1 dims, merge dims that
 // are contiguous in every operand. What is left is [outer…, inner]: a contiguous
@@ -189,6 +189,31 @@ struct BinaryFn {
   static constexpr int kInputs = 2;
   __device__ __forceinline__ T operator()(T a, T b) const {
     return from_f32<T>(binary_f<kOp, sizeof(T) == 2>(to_f32(a), to_f32(b)));
+  }
+};
+
+// Floating inputs compare as f32 (exact for f16 and bf16), integers as themselves.
+template <typename T, CompareOp kOp>
+struct CompareFn {
+  using In = T;
+  using Out = uint8_t;
+  static constexpr int kInputs = 2;
+  __device__ __forceinline__ uint8_t operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return compare(a, b);
+    } else {
+      return compare(to_f32(a), to_f32(b));
+    }
+  }
+  template <typename C>
+  __device__ __forceinline__ static uint8_t compare(C a, C b) {
+    if constexpr (kOp == CompareOp::eq) return a == b;
+    if constexpr (kOp == CompareOp::ne) return a != b;
+    if constexpr (kOp == CompareOp::lt) return a < b;
+    if constexpr (kOp == CompareOp::le) return a <= b;
+    if constexpr (kOp == CompareOp::gt) return a > b;
+    if constexpr (kOp == CompareOp::ge) return a >= b;
+    return 0;
   }
 };
 
@@ -644,6 +669,18 @@ cudaError_t with_cast_type(DType t, Body&& body) {
   }
 }
 
+template <typename Body>
+cudaError_t with_compare_type(DType t, Body&& body) {
+  switch (t) {
+    case DType::i32:
+      return body(int32_t{});
+    case DType::i64:
+      return body(int64_t{});
+    default:
+      return with_float_type(t, body);
+  }
+}
+
 bool check_rank(const TensorRef& t, const char* name, std::string* why) {
   if (t.ndim > kMaxDims) {
     if (why)
@@ -685,6 +722,20 @@ cudaError_t binary_typed(const TensorRef& a, const TensorRef& b, const TensorRef
     broadcast_strides(b, out, s[2]);
     const Layout l = coalesce(out, s, 3);
     return launch_layout<BinaryFn<T, kOp>>(l, out.data, a.data, b.data, stream);
+  });
+}
+
+template <CompareOp kOp>
+cudaError_t compare_typed(const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                          cudaStream_t stream) {
+  return with_compare_type(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t s[3][kMaxDims];
+    for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
+    broadcast_strides(a, out, s[1]);
+    broadcast_strides(b, out, s[2]);
+    const Layout l = coalesce(out, s, 3);
+    return launch_layout<CompareFn<T, kOp>>(l, out.data, a.data, b.data, stream);
   });
 }
 
@@ -767,6 +818,48 @@ cudaError_t launch_binary(BinaryOp op, const TensorRef& a, const TensorRef& b, c
       return binary_typed<BinaryOp::geglu_erf>(a, b, out, stream);
     case BinaryOp::geglu_tanh:
       return binary_typed<BinaryOp::geglu_tanh>(a, b, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool can_implement_compare(CompareOp, const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                           std::string* why) {
+  if (!check_rank(out, "out", why)) return false;
+  const bool served = is_floating(a.dtype) || a.dtype == DType::i32 || a.dtype == DType::i64;
+  if (!served) {
+    if (why) *why = "a dtype must be f32, f16, bf16, i32 or i64";
+    return false;
+  }
+  if (b.dtype != a.dtype) {
+    if (why) *why = "a and b dtypes differ";
+    return false;
+  }
+  if (out.dtype != DType::b8) {
+    if (why) *why = "out dtype must be bool";
+    return false;
+  }
+  if (a.ndim > out.ndim || b.ndim > out.ndim) {
+    if (why) *why = "an input has more dims than out";
+    return false;
+  }
+  return true;
+}
+
+cudaError_t launch_compare(CompareOp op, const TensorRef& a, const TensorRef& b,
+                           const TensorRef& out, cudaStream_t stream) {
+  switch (op) {
+    case CompareOp::eq:
+      return compare_typed<CompareOp::eq>(a, b, out, stream);
+    case CompareOp::ne:
+      return compare_typed<CompareOp::ne>(a, b, out, stream);
+    case CompareOp::lt:
+      return compare_typed<CompareOp::lt>(a, b, out, stream);
+    case CompareOp::le:
+      return compare_typed<CompareOp::le>(a, b, out, stream);
+    case CompareOp::gt:
+      return compare_typed<CompareOp::gt>(a, b, out, stream);
+    case CompareOp::ge:
+      return compare_typed<CompareOp::ge>(a, b, out, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,5 +1,5 @@
-// Elementwise ops of the reductions family: unary, binary with broadcasting, gated
-// activations (swiglu, geglu) and cast. Host launch wrappers; device code in
+// Elementwise ops of the reductions family: unary, binary with broadcasting, comparisons,
+// gated activations (swiglu, geglu) and cast. Host launch wrappers; device code in
 // elementwise.cu.
 #pragma once
 
@@ -27,6 +27,16 @@ bool can_implement_binary(BinaryOp op, const TensorRef& a, const TensorRef& b,
                           const TensorRef& out, std::string* why);
 cudaError_t launch_binary(BinaryOp op, const TensorRef& a, const TensorRef& b,
                           const TensorRef& out, cudaStream_t stream);
+
+// a == b, a != b, a < b, a <= b, a > b, a >= b; out is bool (one byte, 0 or 1).
+enum class CompareOp : int { eq, ne, lt, le, gt, ge };
+
+// a and b of one dtype (f32/f16/bf16/i32/i64) broadcast (NumPy, right-aligned) to out's
+// shape; out dtype b8. NaN compares false except for ne.
+bool can_implement_compare(CompareOp op, const TensorRef& a, const TensorRef& b,
+                           const TensorRef& out, std::string* why);
+cudaError_t launch_compare(CompareOp op, const TensorRef& a, const TensorRef& b,
+                           const TensorRef& out, cudaStream_t stream);
 
 // Any pair of f32/f16/bf16/i32. Float to int truncates toward zero, saturates at the
 // i32 range, and NaN becomes 0.

@@ -1,4 +1,4 @@
-// Glue for unary, binary (broadcast), gated activations and cast.
+// Glue for unary, binary (broadcast), comparisons (broadcast), gated activations and cast.
 #include <cstring>
 
 #include "glue.h"
@@ -28,6 +28,14 @@ constexpr BinaryName kBinary[] = {
     {"pow", kr::BinaryOp::pow},         {"swiglu", kr::BinaryOp::swiglu},
     {"geglu", kr::BinaryOp::geglu_erf}};
 
+struct CompareName {
+  const char* name;
+  kr::CompareOp op;
+};
+constexpr CompareName kCompare[] = {{"eq", kr::CompareOp::eq}, {"ne", kr::CompareOp::ne},
+                                    {"lt", kr::CompareOp::lt}, {"le", kr::CompareOp::le},
+                                    {"gt", kr::CompareOp::gt}, {"ge", kr::CompareOp::ge}};
+
 const UnaryName* find_unary(const char* op) {
   for (const auto& u : kUnary)
     if (std::strcmp(u.name, op) == 0) return &u;
@@ -36,6 +44,11 @@ const UnaryName* find_unary(const char* op) {
 const BinaryName* find_binary(const char* op) {
   for (const auto& b : kBinary)
     if (std::strcmp(b.name, op) == 0) return &b;
+  return nullptr;
+}
+const CompareName* find_compare(const char* op) {
+  for (const auto& c : kCompare)
+    if (std::strcmp(c.name, op) == 0) return &c;
   return nullptr;
 }
 
@@ -55,9 +68,10 @@ bool approximate_tanh(const gk_kernel_args* args, bool* tanh_form, std::string* 
 
 // Resolved call: op kind and tensors.
 struct Call {
-  enum Kind { kUnary, kBinary, kCast } kind = kUnary;
+  enum Kind { kUnary, kBinary, kCompare, kCast } kind = kUnary;
   kr::UnaryOp unary = kr::UnaryOp::neg;
   kr::BinaryOp binary = kr::BinaryOp::add;
+  kr::CompareOp compare = kr::CompareOp::eq;
   kr::TensorRef in[2], out;
 };
 
@@ -113,6 +127,21 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
     }
     return true;
   }
+  if (const CompareName* cmp = find_compare(op)) {
+    c->kind = Call::kCompare;
+    c->compare = cmp->op;
+    if (args->num_inputs < 2) {
+      *why = std::string(op) + ": needs two inputs";
+      return false;
+    }
+    if (!to_ref(args, args->inputs[0], "a", &c->in[0], why)) return false;
+    if (!to_ref(args, args->inputs[1], "b", &c->in[1], why)) return false;
+    if (!kr::can_implement_compare(c->compare, c->in[0], c->in[1], c->out, why)) {
+      *why = std::string(op) + ": " + *why;
+      return false;
+    }
+    return true;
+  }
   *why = std::string(op) + ": not an elementwise op of reductions_cuda";
   return false;
 }
@@ -120,7 +149,8 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
 }  // namespace
 
 bool elementwise_serves(const char* op) {
-  return std::strcmp(op, "cast") == 0 || find_unary(op) != nullptr || find_binary(op) != nullptr;
+  return std::strcmp(op, "cast") == 0 || find_unary(op) != nullptr || find_binary(op) != nullptr ||
+         find_compare(op) != nullptr;
 }
 
 bool elementwise_supports(const gk_kernel_args* args, std::string* why) {
@@ -138,6 +168,9 @@ gk_status elementwise_launch(const gk_kernel_args* args, LaunchContext& ctx) {
     case Call::kBinary:
       return ctx.check(kr::launch_binary(c.binary, c.in[0], c.in[1], c.out, ctx.stream()),
                        "binary kernel launch");
+    case Call::kCompare:
+      return ctx.check(kr::launch_compare(c.compare, c.in[0], c.in[1], c.out, ctx.stream()),
+                       "comparison kernel launch");
     case Call::kCast:
       return ctx.check(kr::launch_cast(c.in[0], c.out, ctx.stream()), "cast kernel launch");
   }

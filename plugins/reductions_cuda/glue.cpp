@@ -38,6 +38,7 @@ bool map_dtype(int32_t dtype, kr::DType* out) {
     case GK_DTYPE_BF16: *out = kr::DType::bf16; return true;
     case GK_DTYPE_I32: *out = kr::DType::i32; return true;
     case GK_DTYPE_I64: *out = kr::DType::i64; return true;
+    case GK_DTYPE_BOOL: *out = kr::DType::b8; return true;
     default: return false;
   }
 }
@@ -62,7 +63,8 @@ bool to_ref(const gk_kernel_args* args, const gk_plugin_tensor& t, const char* a
             kr::TensorRef* out, std::string* why) {
   if (!map_dtype(t.dtype, &out->dtype)) {
     *why = std::string(args->op) + ": " + arg + " dtype " + dtype_name(t.dtype) +
-           " is not served on CUDA by reductions_cuda (f32, f16, bf16)";
+           " is not served on CUDA by reductions_cuda (f32, f16, bf16; i32, i64 and bool for "
+           "the ops that list them)";
     return false;
   }
   if (t.ndim < 0 || t.ndim > kr::kMaxDims) {

@@ -58,6 +58,15 @@ std::vector<Case> cases() {
   c.push_back({"div", {{{64, 1000}}, {{1000}, 0.5f, 2.f}}, {}, kFloat});
   c.push_back({"pow", {{{64, 1000}, 0.1f, 2.f}, {{64, 1000}, -2.f, 2.f}}, {}, kFloat});
   c.push_back({"add", {{{64, 512}, -1, 1, true}, {{64, 512}}}, {}, kFloat});
+  // Comparisons (bool out). Integer inputs come from [-2, 2] truncated: mostly ties.
+  const std::vector<int32_t> compared = {GK_DTYPE_F32, GK_DTYPE_F16, GK_DTYPE_BF16, GK_DTYPE_I32,
+                                         GK_DTYPE_I64};
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    c.push_back({op, {{{7, 33}, -2, 2}, {{33}, -2, 2}}, {}, compared});
+    c.push_back({op, {{{3, 1, 5}, -2, 2}, {{1, 4, 5}, -2, 2}}, {}, compared});
+    c.push_back({op, {{{1024, 4096}, -2, 2}, {{1024, 4096}, -2, 2}}, {}, compared});
+    c.push_back({op, {{{64, 512}, -2, 2, true}, {{64, 512}, -2, 2}}, {}, compared});
+  }
   for (const char* op : {"neg", "abs", "exp", "tanh", "sigmoid", "relu", "silu", "gelu"}) {
     c.push_back({op, {{{5, 1000}}}, {}, kFloat});
     c.push_back({op, {{{262144}}}, {}, {GK_DTYPE_BF16}});
@@ -368,6 +377,14 @@ class Runner {
     std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
     TensorPtr back = make_tensor(rt_, d.dtype, shape, 0);
     check(gk_copy(back.get(), gpu, nullptr), "copy back");
+    if (d.dtype == GK_DTYPE_BOOL) {
+      // Exact: every byte 0 or 1 (the poison is 0xFF) and equal to the reference's.
+      const size_t n = byte_size(GK_DTYPE_BOOL, shape);
+      std::vector<uint8_t> ref(n), got(n);
+      check(gk_copy_to_host(cpu, ref.data(), n, nullptr), "read");
+      check(gk_copy_to_host(back.get(), got.data(), n, nullptr), "read");
+      return ref == got ? 0.0 : INFINITY;
+    }
     std::vector<double> ref = as_f64(cpu), got = as_f64(back.get());
     double num = 0, den = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
