@@ -49,10 +49,11 @@ inline gk_stream& stream_for(Runtime& runtime, gk_stream* stream, const Device& 
 [[noreturn]] void fail_misaligned(const void* data, int32_t dtype, const char* function);
 
 // Tensor data must be aligned to its element size (kernels load whole elements, and
-// DLPack producers guarantee it); `data` is the first element's address. One rule for
-// every way memory becomes a tensor: external data, buffer views, DLPack imports.
+// DLPack producers guarantee it), packed blocks to 2 bytes (their f16 scales); `data` is the
+// first element's address. One rule for every way memory becomes a tensor: external data,
+// buffer views, DLPack imports.
 inline void require_aligned(const void* data, int32_t dtype, const char* function) {
-  const uintptr_t size = dtype_size(dtype);
+  const uintptr_t size = dtype_alignment(dtype);
   if (reinterpret_cast<uintptr_t>(data) & (size - 1)) fail_misaligned(data, dtype, function);
 }
 

@@ -15,13 +15,15 @@ void fail_misaligned(const void* data, int32_t dtype, const char* function) {
   char text[32];
   std::snprintf(text, sizeof(text), "%p", data);
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": data " + text + " is not aligned to " +
-                                std::to_string(dtype_size(dtype)) + "-byte " +
-                                dtype_name(dtype) + " elements");
+                                std::to_string(dtype_alignment(dtype)) + " bytes, as " +
+                                dtype_name(dtype) + " data needs");
 }
 
 std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
   int64_t size = int64_t(dtype_size(d.dtype));
   if (numel(d) == 0) return {0, 0};
+  // A packed (block-quantized) tensor is contiguous: its blocks from the first byte on.
+  if (!size) return {0, int64_t(storage_bytes(d.dtype, uint64_t(numel(d))))};
   int64_t lo = 0, hi = 0;
   for (int32_t k = 0; k < d.ndim; ++k) {
     int64_t reach = (d.shape[k] - 1) * d.strides[k];
@@ -59,7 +61,7 @@ gk_tensor* new_tensor(Runtime& runtime, std::shared_ptr<Runtime> owner, const De
 
 gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
                          const gk_tensor_desc& d, cuda::CUstream stream) {
-  uint64_t bytes = uint64_t(numel(d)) * dtype_size(d.dtype);
+  uint64_t bytes = storage_bytes(d.dtype, uint64_t(numel(d)));
   auto allocation = make_allocation(*runtime, device, bytes, stream);
   gk_tensor* t = new_tensor(*runtime, runtime, device, d, allocation->ptr);
   t->allocation = std::move(allocation);
@@ -88,7 +90,7 @@ bool is_contiguous(const gk_tensor& t) {
 }
 
 uint64_t tensor_bytes(const gk_tensor& t) {
-  return uint64_t(numel(desc_of(t))) * dtype_size(t.dtype);
+  return storage_bytes(t.dtype, uint64_t(numel(desc_of(t))));
 }
 
 void require_contiguous(const gk_tensor& t, const char* function, const char* which) {

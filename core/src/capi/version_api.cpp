@@ -30,4 +30,8 @@ GK_API size_t gk_dtype_size(int32_t dtype) { return gk::dtype_size(dtype); }
 
 GK_API const char* gk_dtype_name(int32_t dtype) { return gk::dtype_name(dtype); }
 
+GK_API uint32_t gk_dtype_block(int32_t dtype, uint32_t* out_block_bytes) {
+  return gk::dtype_block(dtype, out_block_bytes);
+}
+
 }  // extern "C"

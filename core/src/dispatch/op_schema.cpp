@@ -509,6 +509,12 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!dtype_size(inputs[i].dtype)) {
+      if (dtype_is_packed(inputs[i].dtype)) {
+        fail(GK_INVALID_ARGUMENT, schema.name + ": input '" + schema.input_names[i] + "' is " +
+                                      dtype_name(inputs[i].dtype) + ", a block-quantized dtype " +
+                                      schema.name + " does not read; dequantize it first " +
+                                      "(gk_weights_get with dtype f32, f16 or bf16)");
+      }
       fail(GK_INVALID_ARGUMENT, schema.name + ": input '" + schema.input_names[i] +
                                     "' has unknown dtype " + std::to_string(inputs[i].dtype));
     }
@@ -594,11 +600,44 @@ bool reach_fits(int32_t ndim, const int64_t* shape, const int64_t* strides, uint
   return true;
 }
 
+// The packed rule (block-quantized dtypes): contiguous only (a dimension of 1 may have any
+// stride), the innermost dimension a multiple of the block, the bytes counted in blocks.
+// Returns the problem, or nullptr when the layout fits.
+const char* packed_problem(int32_t dtype, int32_t ndim, const int64_t* shape,
+                           const int64_t* strides) {
+  uint32_t block_bytes = 0;
+  const uint32_t block = dtype_block(dtype, &block_bytes);
+  uint64_t elements = 1;
+  bool empty = false, over = false;
+  for (int32_t k = 0; k < ndim; ++k) {
+    empty |= shape[k] == 0;
+    over |= __builtin_mul_overflow(elements, uint64_t(shape[k]), &elements);
+  }
+  if (ndim == 0 || shape[ndim - 1] % block != 0) return "innermost";
+  if (strides) {
+    int64_t expected = 1;
+    for (int32_t k = ndim - 1; k >= 0; --k) {
+      if (shape[k] != 1 && strides[k] != expected) return "strides";
+      expected *= std::max<int64_t>(shape[k], 1);
+    }
+  }
+  if (empty) return nullptr;
+  if (over || elements / block > uint64_t(kMaxTensorBytes) / block_bytes) return "bytes";
+  return nullptr;
+}
+
 }  // namespace
 
 bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides) {
   const uint64_t size = dtype_size(dtype);
-  if (!size || ndim < 0 || ndim > GK_MAX_DIMS) return false;
+  if (!size) {
+    if (!dtype_is_packed(dtype) || ndim < 0 || ndim > GK_MAX_DIMS) return false;
+    for (int32_t k = 0; k < ndim; ++k) {
+      if (shape[k] < 0) return false;
+    }
+    return packed_problem(dtype, ndim, shape, strides) == nullptr;
+  }
+  if (ndim < 0 || ndim > GK_MAX_DIMS) return false;
   uint64_t bytes = size;
   bool empty = false, over = false;
   for (int32_t k = 0; k < ndim; ++k) {
@@ -615,7 +654,7 @@ bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_
 void check_layout(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides,
                   std::string_view context) {
   if (layout_fits(dtype, ndim, shape, strides)) return;
-  if (!dtype_size(dtype)) {
+  if (!dtype_is_known(dtype)) {
     fail(GK_INVALID_ARGUMENT, std::string(context) + ": dtype " + std::to_string(dtype) +
                                   " is not a gk_dtype (known: " + all_dtype_names() + ")");
   }
@@ -632,6 +671,25 @@ void check_layout(int32_t dtype, int32_t ndim, const int64_t* shape, const int64
                                     " has a negative dimension (" + std::to_string(shape[k]) +
                                     " at axis " + std::to_string(k) + ")");
     }
+  }
+  if (dtype_is_packed(dtype)) {
+    uint32_t block_bytes = 0;
+    const uint32_t block = dtype_block(dtype, &block_bytes);
+    const std::string problem = packed_problem(dtype, ndim, shape, strides);
+    const std::string head = std::string(context) + ": " + dtype_name(dtype) +
+                             " is block-quantized (blocks of " + std::to_string(block) +
+                             " elements, " + std::to_string(block_bytes) + " bytes)";
+    if (problem == "innermost") {
+      fail(GK_INVALID_ARGUMENT,
+           head + "; shape " + shape_text(shown) + " needs an innermost dimension that is a " +
+               "multiple of " + std::to_string(block));
+    }
+    if (problem == "strides") {
+      fail(GK_INVALID_ARGUMENT, head + "; a packed tensor is contiguous, but its strides are not");
+    }
+    fail(GK_INVALID_ARGUMENT, head + "; shape " + shape_text(shown) +
+                                  " holds more than 2^62 bytes (kMaxTensorBytes, the largest " +
+                                  "tensor)");
   }
   if (layout_fits(dtype, ndim, shape, nullptr)) {
     std::string text = "[";

@@ -118,8 +118,10 @@ int64_t numel(const gk_tensor_desc& desc);
 // Fails with INVALID_ARGUMENT, the message starting with `context`, unless `desc` describes
 // a tensor the runtime can hold: a known dtype, ndim in 0..GK_MAX_DIMS, no negative
 // dimension, at most kMaxTensorBytes of elements and, when it has strides, a farthest
-// element within kMaxTensorBytes of the first. Every entry point that takes a caller's
-// descriptor checks it with this before anything multiplies its dimensions.
+// element within kMaxTensorBytes of the first. A block-quantized dtype is packed: contiguous,
+// its innermost dimension a multiple of the block, its bytes (counted in blocks) within
+// kMaxTensorBytes. Every entry point that takes a caller's descriptor checks it with this
+// before anything multiplies its dimensions.
 void check_desc(const gk_tensor_desc& desc, std::string_view context);
 // Whether check_layout would accept these, without building a message (hot paths).
 bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_t* strides);

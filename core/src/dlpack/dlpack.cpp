@@ -25,6 +25,11 @@ struct DLPackCode {
 };
 
 [[noreturn, gnu::cold, gnu::noinline]] void fail_no_dl_code(int32_t dtype) {
+  if (dtype_is_packed(dtype)) {
+    fail(GK_INVALID_ARGUMENT, std::string("the tensor is ") + dtype_name(dtype) +
+                                  ", a block-quantized dtype DLPack has no code for; export "
+                                  "it dequantized (gk_weights_get with dtype f32, f16 or bf16)");
+  }
   fail(GK_INTERNAL, "tensor dtype " + std::to_string(dtype) + " has no DLPack code");
 }
 
