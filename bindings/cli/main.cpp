@@ -688,12 +688,18 @@ int32_t parse_device(const gk_runtime* rt, const std::string& spec) {
                               ": no such device in this runtime (see `gpukit info`)");
 }
 
-// Whether --dtype converts a tensor stored as `stored` (floating point or block-quantized);
-// integer and bool tensors stay as stored.
+bool is_floating(int32_t dtype) {
+  return dtype == GK_DTYPE_F32 || dtype == GK_DTYPE_F64 || dtype == GK_DTYPE_F16 ||
+         dtype == GK_DTYPE_BF16;
+}
+
+// Whether gk_weights_load converts a tensor stored as `stored` to `target`: floating-point
+// dtypes to each other, block-quantized ones to f32, f16 and bf16; the others stay as
+// stored.
 bool converts(int32_t stored, int32_t target) {
   if (!target || stored == target) return false;
-  return stored == GK_DTYPE_F32 || stored == GK_DTYPE_F64 || stored == GK_DTYPE_F16 ||
-         stored == GK_DTYPE_BF16 || gk_dtype_block(stored, nullptr) > 1;
+  if (is_floating(stored)) return true;
+  return gk_dtype_block(stored, nullptr) > 1 && is_floating(target) && target != GK_DTYPE_F64;
 }
 
 // gk_weights_load's progress on a terminal: one line on stderr, redrawn at most ten times a
@@ -726,10 +732,10 @@ struct LoadReport {
   double seconds = 0;
 };
 
-// Makes every tensor available on the device as the dtype: one gk_weights_load when every
-// tensor is asked for in one dtype, else tensor by tensor (integer tensors as stored).
+// Makes every tensor available on the device as the dtype (gk_weights_load: what does not
+// convert stays as stored) and measures it.
 LoadReport load_all(gk_runtime* rt, gk_weights* w, const std::vector<WeightRow>& rows,
-                        const WeightsOptions& o, ProgressLine& progress) {
+                    const WeightsOptions& o, const ProgressLine& progress) {
   LoadReport r;
   r.device = o.device.empty() ? gk_device_default(rt) : parse_device(rt, o.device);
   gk_device_props props{};
@@ -744,12 +750,8 @@ LoadReport load_all(gk_runtime* rt, gk_weights* w, const std::vector<WeightRow>&
       throw std::invalid_argument("--dtype " + o.dtype + ": give f32, f16, bf16 or f64");
     }
   }
-  bool any_kept = false, any_converted = false;
   for (const auto& row : rows) {
-    const bool c = converts(row.dtype, r.dtype);
-    any_converted |= c;
-    any_kept |= !c;
-    if (c) {
+    if (converts(row.dtype, r.dtype)) {
       int64_t elements = 1;
       for (int64_t n : row.shape) elements *= n;
       r.bytes += static_cast<uint64_t>(elements) * gk_dtype_size(r.dtype);
@@ -758,21 +760,7 @@ LoadReport load_all(gk_runtime* rt, gk_weights* w, const std::vector<WeightRow>&
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  if (!(any_kept && any_converted)) {
-    check(gk_weights_load(w, r.device, any_converted ? r.dtype : 0, nullptr), "gk_weights_load");
-  } else {
-    uint64_t done = 0, total = 0;
-    for (const auto& row : rows) total += row.bytes;
-    for (const auto& row : rows) {
-      gk_tensor* t = nullptr;
-      check(gk_weights_get(w, row.name.c_str(), r.device,
-                           converts(row.dtype, r.dtype) ? r.dtype : 0, nullptr, &t),
-            "gk_weights_get");
-      gk_tensor_release(t);  // the weight set keeps its cached copy
-      done += row.bytes;
-      if (!progress.label.empty()) draw_progress(&progress, done, total);
-    }
-  }
+  check(gk_weights_load(w, r.device, r.dtype, nullptr), "gk_weights_load");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (progress.drawn) std::fputc('\n', stderr);
   return r;

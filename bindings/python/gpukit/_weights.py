@@ -134,6 +134,11 @@ class Weights(collections.abc.Mapping):
                 "offset": int(info.file_offset),
                 "_gk_dtype": int(info.dtype),
             }
+        try:
+            self._check_target(self._dtype)
+        except ValueError:
+            self.close()
+            raise
 
     # -- the C handle, guarded against close() -----------------------------------------------
     def _enter(self):
@@ -319,40 +324,34 @@ class Weights(collections.abc.Mapping):
             fn = bar
         else:
             fn = progress if callable(progress) else None
-        asks = {self._dtype_for(i["_gk_dtype"], target) for i in self._infos.values()}
+        self._check_target(target)
         stream = self._stream_for(dev)
         ptr = self._enter()
         try:
-            if len(asks) <= 1:
-                # One dtype for every tensor (the target, or as stored): one call.
-                self._sink[0] = fn
-                try:
-                    check(lib.gk_weights_load(ptr, dev.id, asks.pop() if asks else 0,
-                                              stream.ptr if stream is not None else ffi.NULL))
-                finally:
-                    self._sink[0] = None
-            else:
-                # Integer tensors stay as stored while the others convert: tensor by
-                # tensor, each as tensor() would fetch it.
-                self._load_each(ptr, dev, target, stream, fn)
+            # The library converts what converts to `target` and keeps integer and bool
+            # tensors as stored, as tensor() does.
+            self._sink[0] = fn
+            try:
+                check(lib.gk_weights_load(ptr, dev.id, target,
+                                          stream.ptr if stream is not None else ffi.NULL))
+            finally:
+                self._sink[0] = None
         finally:
             self._exit()
             if bar is not None:
                 bar.finish()
         return self
 
-    def _load_each(self, ptr, dev, target, stream, fn) -> None:
-        total = self.nbytes
-        done = 0
-        out = ffi.new("gk_tensor**")
-        for name, info in self._infos.items():
-            gk = self._dtype_for(info["_gk_dtype"], target)
-            check(lib.gk_weights_get(ptr, name.encode("utf-8", "surrogateescape"), dev.id, gk,
-                                     stream.ptr if stream is not None else ffi.NULL, out))
-            lib.gk_tensor_release(out[0])  # the library keeps its cached copy
-            done += info["bytes"]
-            if fn is not None:
-                fn(done, total)
+    def _check_target(self, target: int) -> None:
+        """Block-quantized tensors dequantize to f32, f16 and bf16 only: f64 for a weight
+        set that holds some is refused up front, naming one."""
+        if target == 2:
+            for info in self._infos.values():
+                if info["_gk_dtype"] in _PACKED:
+                    raise ValueError(
+                        f"dtype=f64: tensor {info['name']!r} of {self._path!r} is "
+                        f"{info['dtype']}, and block-quantized tensors dequantize to f32, f16 "
+                        "or bf16 only")
 
     def release(self, device=None) -> None:
         """Drops the library's cached tensors of `device` (None: every device)
