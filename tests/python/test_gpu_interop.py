@@ -144,7 +144,9 @@ def task_export_loop(cuda, iterations, keep):
             # task's stream waits for that one when the block opens, so the inputs must be
             # ready by then.
             stream.synchronize()
-            with gpukit.task("p", qos=qos_classes[i % 3], memory="1GiB", device=cuda):
+            qos = qos_classes[i % 3]  # BestEffort tasks request no memory
+            with gpukit.task("p", qos=qos, memory="1GiB" if qos != "best_effort" else 0,
+                             device=cuda):
                 w = gpukit.from_dlpack(w_t)
                 ones = gpukit.from_dlpack(ones_t)
                 y = ones + w
@@ -160,37 +162,57 @@ def task_export_loop(cuda, iterations, keep):
 """
 
 
-def test_task_arrays_exported_to_torch_in_a_loop():
+def _run_loop_in_child() -> "subprocess.CompletedProcess":
+    """Runs the loop in a child process (once per session) and keeps the exported tensors
+    alive until the child's interpreter exits."""
+    import os
+    import subprocess
+    import sys
+
+    if "result" not in _CHILD:
+        code = _TASK_EXPORT_LOOP + (
+            "\ncuda = next(d for d in gpukit.devices() if d.is_cuda)\n"
+            "kept = []\n"
+            "task_export_loop(cuda, 50, kept)\n"
+            "print('ok', len(kept))\n")  # `kept` lives until the interpreter exits
+        env = dict(os.environ, GPUKIT_LIBRARY=gpukit.LIBRARY_PATH, GPUKIT_LOG_LEVEL="warning",
+                   PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(gpukit.__file__)),
+                                               os.environ.get("PYTHONPATH", "")]))
+        _CHILD["result"] = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code],
+                                          env=env, capture_output=True, text=True, timeout=300)
+    return _CHILD["result"]
+
+
+_CHILD = {}
+
+
+def _needs_torch_cuda():
     torch = pytest.importorskip("torch", reason="PyTorch not installed")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch has no CUDA device")
+    return torch
+
+
+def test_task_arrays_exported_to_torch_leave_a_clean_interpreter_exit():
+    _needs_torch_cuda()
+    r = _run_loop_in_child()
+    assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+    assert r.stdout.strip() == "ok 10", r.stdout
+
+
+def test_task_arrays_exported_to_torch_in_a_loop():
+    torch = _needs_torch_cuda()
+    # A crash here would end the whole pytest run: the child goes first.
+    r = _run_loop_in_child()
+    if r.returncode != 0:
+        pytest.fail(f"the same loop ended a child process with exit status {r.returncode} "
+                    "(test_task_arrays_exported_to_torch_leave_a_clean_interpreter_exit); not "
+                    "run in this process")
     scope = {}
-    exec(_TASK_EXPORT_LOOP, scope)  # noqa: S102 — the same code the child process runs
+    exec(_TASK_EXPORT_LOOP, scope)  # noqa: S102 — the code the child process ran
     keep = []
     scope["task_export_loop"](CUDA, 50, keep)
     for k, t in zip(range(0, 50, 5), keep):
         assert torch.equal(t, torch.full_like(t, float(k + 1)))
     keep.clear()
     torch.cuda.synchronize()
-
-
-def test_task_arrays_exported_to_torch_leave_a_clean_interpreter_exit():
-    torch = pytest.importorskip("torch", reason="PyTorch not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA device")
-    import os
-    import subprocess
-    import sys
-
-    code = _TASK_EXPORT_LOOP + (
-        "\ncuda = next(d for d in gpukit.devices() if d.is_cuda)\n"
-        "kept = []\n"
-        "task_export_loop(cuda, 50, kept)\n"
-        "print('ok', len(kept))\n")  # `kept` lives until the interpreter exits
-    env = dict(os.environ, GPUKIT_LIBRARY=gpukit.LIBRARY_PATH, GPUKIT_LOG_LEVEL="warning",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(gpukit.__file__)),
-                                           os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
-    assert r.stdout.strip() == "ok 10", r.stdout
