@@ -6,11 +6,12 @@
 # run overwrites perf/baseline/<device>.md, the curated table the repository keeps (a copy
 # goes to $OUT/baseline/ too, since the device tool returns only $OUT); commit that file.
 #
-#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep]
+#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights]
 #   (default: all, which is build, test, sanitize and bench;
 #   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
-#   copy path under several GPUKIT_TRANSFER_* settings)
+#   copy path under several GPUKIT_TRANSFER_* settings; weights: only the weight loading
+#   benchmark, after a build)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (perf/fetch_gpu_deps.sh fills it, and .whl/) and are unpacked into a private prefix,
@@ -181,7 +182,20 @@ if [[ $STAGE == transfer-sweep ]]; then
   done
 fi
 
+# Loading a sharded bf16 SafeTensors checkpoint to the GPU against safetensors.torch.
+weights_bench() {
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 perf/weights/bench_load.py > "$OUT/bench_weights.log" 2>&1
+  note "bench_weights: exit $?"
+  tail -7 "$OUT/bench_weights.log" | tee -a "$SUMMARY"
+}
+if [[ $STAGE == weights ]]; then
+  weights_bench
+fi
+
 if [[ $STAGE == bench || $STAGE == all ]]; then
+  weights_bench
   export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
   export GPUKIT_COMMIT=$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
   export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
