@@ -236,7 +236,7 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index) {
       kv_count * 13 + tensor_count * 24 > r.left()) {
     fail(GK_INVALID_ARGUMENT, path + ": " + std::to_string(tensor_count) + " tensors and " +
                                   std::to_string(kv_count) + " key/values cannot fit in the " +
-                                  std::to_string(r.left()) + " bytes after the header");
+                                  std::to_string(r.left()) + " bytes after the header (truncated?)");
   }
   FileContents out;
   uint32_t alignment = kDefaultAlignment;

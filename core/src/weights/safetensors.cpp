@@ -6,7 +6,6 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "common/bytes.h"
 #include "common/error.h"
 #include "weights/weight_file.h"
 
@@ -149,8 +148,8 @@ FileContents parse_safetensors(const MappedFile& file, uint32_t file_index) {
   const uint64_t header_bytes = read_le64(file.data());
   if (header_bytes > kMaxHeaderBytes) {
     fail(GK_INVALID_ARGUMENT, path + ": header length " + std::to_string(header_bytes) +
-                                  " (bytes 0..8) is past the " + human_bytes(kMaxHeaderBytes) +
-                                  " limit for a SafeTensors header");
+                                  " (bytes 0..8) is past the 100 MB (" + std::to_string(kMaxHeaderBytes) +
+                                  " bytes) limit for a SafeTensors header");
   }
   if (header_bytes > file.size() - 8) {
     fail(GK_INVALID_ARGUMENT, path + ": header length " + std::to_string(header_bytes) +

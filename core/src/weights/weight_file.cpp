@@ -96,22 +96,24 @@ uint64_t checked_elements(const MappedFile& file, const std::string& name, int32
                                   std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
   }
   uint64_t elements = 1;
-  bool over = false;
+  bool over = false, empty = false;
   for (int32_t k = 0; k < ndim; ++k) {
     if (shape[k] < 0) {
       fail(GK_INVALID_ARGUMENT, tensor_context(file, name) + ": dimension " + std::to_string(k) +
                                     " is " + std::to_string(shape[k]));
     }
+    empty |= shape[k] == 0;
     over |= __builtin_mul_overflow(elements, uint64_t(shape[k]), &elements);
   }
-  if (elements != 0 && (over || elements > uint64_t(kMaxTensorBytes))) {
+  if (empty) return 0;
+  if (over || elements > uint64_t(kMaxTensorBytes)) {
     std::string dims;
     for (int32_t k = 0; k < ndim; ++k) dims += (k ? ", " : "") + std::to_string(shape[k]);
     fail(GK_INVALID_ARGUMENT, tensor_context(file, name) + ": shape [" + dims +
                                   "] has more than 2^62 elements (kMaxTensorBytes, the " +
                                   "largest tensor)");
   }
-  return over ? 0 : elements;
+  return elements;
 }
 
 void check_spans(const MappedFile& file, const std::vector<TensorEntry>& tensors,
