@@ -66,6 +66,20 @@ TEST(OpSchema, binary_ops_refuse_mixed_dtypes) {
             std::string::npos) << e;
 }
 
+TEST(OpSchema, comparisons_broadcast_to_a_bool_output) {
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    auto out = infer(op, {make_desc(GK_DTYPE_I16, {4, 1, 3}), make_desc(GK_DTYPE_I16, {5, 1})});
+    EXPECT_EQ(out[0].dtype, GK_DTYPE_BOOL) << op;
+    EXPECT_EQ(shape_of(out[0]), (std::vector<int64_t>{4, 5, 3})) << op;
+    std::string e = error_of(op, {make_desc(GK_DTYPE_F32, {2}), make_desc(GK_DTYPE_F64, {2})});
+    EXPECT_NE(e.find("input 'b' has dtype f64; expected f32"), std::string::npos) << e;
+  }
+  EXPECT_EQ(infer("eq", {make_desc(GK_DTYPE_BOOL, {2}), make_desc(GK_DTYPE_BOOL, {2})})[0].dtype,
+            GK_DTYPE_BOOL);
+  std::string e = error_of("lt", {make_desc(GK_DTYPE_BOOL, {2}), make_desc(GK_DTYPE_BOOL, {2})});
+  EXPECT_NE(e.find("lt: input 'a' has dtype bool; expected one of"), std::string::npos) << e;
+}
+
 TEST(OpSchema, div_is_floating_only) {
   std::string e = error_of("div", {make_desc(GK_DTYPE_I32, {2}), make_desc(GK_DTYPE_I32, {2})});
   EXPECT_NE(e.find("has dtype i32; expected one of f32, f64, f16, bf16"), std::string::npos) << e;
