@@ -826,9 +826,15 @@ void print_weights_table(const std::string& path, const std::string& format,
   if (loaded) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.2f s", loaded->seconds);
-    std::cout << "\nLoaded onto device " << loaded->device_text << " as "
-              << (loaded->dtype ? dtype_string(loaded->dtype) : std::string("stored")) << ": "
-              << size_string(loaded->bytes) << " in " << seconds << "\n";
+    const std::string tail = " as " +
+                             (loaded->dtype ? dtype_string(loaded->dtype) : std::string("stored")) +
+                             ": " + size_string(loaded->bytes) + " in " + seconds;
+    const std::string head = "Loaded onto device ";
+    std::cout << '\n'
+              << head
+              << shorten(loaded->device_text, kTableColumns - width_of(head) - width_of(tail),
+                         false)
+              << tail << '\n';
   }
 
   std::cout << "\nMetadata (" << metadata.size() << (metadata.size() == 1 ? " key" : " keys")
