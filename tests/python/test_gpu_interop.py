@@ -126,8 +126,9 @@ class _Capsule:
 
 
 # Arrays made inside `with gpukit.task(...)` (on the task's stream, charged to the task) and
-# exported to PyTorch: with the former compiled gpukit.call this crashed the interpreter,
-# often only at exit, so the loop also runs in a child process whose exit status is checked.
+# exported to PyTorch crashed the interpreter (SIGSEGV) when the torch tensor was freed after
+# the task, its stream and the array were gone, or at exit if it outlived them: so the loop
+# runs in a child process whose exit status is checked, before it runs in this one.
 _TASK_EXPORT_LOOP = """
 import gpukit, torch
 
