@@ -115,6 +115,23 @@ GK_PIN(gk_transfer_stats, host_bytes_in_use, 96);
 GK_PIN(gk_transfer_stats, host_bytes_cached, 104);
 static_assert(GK_TRANSFER_STATS_SIZE == 112);
 
+// ---------------------------------------------------------------- gpukit.h (ABI 1.4)
+GK_PIN(gk_weights_options, struct_size, 0);
+GK_PIN(gk_weights_options, owner, 8);
+GK_PIN(gk_weights_options, progress, 16);
+GK_PIN(gk_weights_options, progress_user_data, 24);
+static_assert(GK_WEIGHTS_OPTIONS_SIZE == 32);
+
+GK_PIN(gk_weight_info, struct_size, 0);
+GK_PIN(gk_weight_info, name, 8);
+GK_PIN(gk_weight_info, dtype, 16);
+GK_PIN(gk_weight_info, ndim, 20);
+GK_PIN(gk_weight_info, shape, 24);
+GK_PIN(gk_weight_info, bytes, 88);
+GK_PIN(gk_weight_info, file, 96);
+GK_PIN(gk_weight_info, file_offset, 104);
+static_assert(GK_WEIGHT_INFO_SIZE == 112);
+
 GK_PIN(gk_plugin_info, struct_size, 0);
 GK_PIN(gk_plugin_info, name, 8);
 GK_PIN(gk_plugin_info, version, 16);
@@ -236,6 +253,8 @@ static_assert(GK_DEVICE_KIND_CPU == 1 && GK_DEVICE_KIND_CUDA == 2);
 static_assert(GK_DTYPE_F32 == 1 && GK_DTYPE_F64 == 2 && GK_DTYPE_F16 == 3 && GK_DTYPE_BF16 == 4 &&
               GK_DTYPE_I8 == 5 && GK_DTYPE_I16 == 6 && GK_DTYPE_I32 == 7 && GK_DTYPE_I64 == 8 &&
               GK_DTYPE_U8 == 9 && GK_DTYPE_BOOL == 10);
+static_assert(GK_DTYPE_Q8_0 == 32 && GK_DTYPE_Q4_0 == 33 && GK_DTYPE_Q4_1 == 34 &&
+              GK_DTYPE_Q4_K == 35 && GK_DTYPE_Q5_K == 36 && GK_DTYPE_Q6_K == 37);
 static_assert(GK_TENSOR_READ_ONLY == 1);
 static_assert(GK_BUFFER_EVICTABLE == 1);
 static_assert(GK_ATTR_INT == 1 && GK_ATTR_FLOAT == 2 && GK_ATTR_STRING == 3 && GK_ATTR_INTS == 4);
@@ -256,6 +275,8 @@ TEST(AbiLayout, current_struct_sizes_cover_the_last_field) {
   EXPECT_LE(GK_PLUGIN_INFO_SIZE, sizeof(gk_plugin_info));
   EXPECT_LE(GK_MEMORY_STATS_SIZE, sizeof(gk_memory_stats));
   EXPECT_LE(GK_TRANSFER_STATS_SIZE, sizeof(gk_transfer_stats));
+  EXPECT_LE(GK_WEIGHTS_OPTIONS_SIZE, sizeof(gk_weights_options));
+  EXPECT_LE(GK_WEIGHT_INFO_SIZE, sizeof(gk_weight_info));
   EXPECT_LE(GK_PLUGIN_DEVICE_SIZE, sizeof(gk_plugin_device));
   EXPECT_LE(GK_HOST_SERVICES_SIZE, sizeof(gk_host_services));
   EXPECT_LE(GK_KERNEL_ARGS_SIZE, sizeof(gk_kernel_args));

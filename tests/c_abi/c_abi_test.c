@@ -5,7 +5,8 @@
  * Creates a runtime, allocates tensors, copies in, runs "add" on the cpu device and on
  * the default device, reads back and checks; then checks the error model: a bad shape
  * is INVALID_ARGUMENT naming the op, an unknown op is NOT_FOUND naming it, a stale
- * buffer handle is INVALID_ARGUMENT, and a struct_size-versioned call still works.
+ * buffer handle is INVALID_ARGUMENT, and a struct_size-versioned call still works; opens a
+ * small SafeTensors file as weights.
  * Prints one line per check; exits 1 on the first failure.
  */
 #include <gpukit/gpukit.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int failures = 0;
 
@@ -227,6 +229,59 @@ static void check_basics(void) {
          (unsigned)GK_VERSION_MINOR(gk_abi_version()));
 }
 
+/* Writes a SafeTensors file of one f32 tensor "w" = [1.5, -2], opens it as weights, lists,
+ * reads and closes it; the tensor outlives the weights. */
+static void check_weights(gk_runtime* rt) {
+  static const char header[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  /* 1.5f and -2.0f, little-endian. */
+  static const unsigned char data[8] = {0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0};
+  char path[64];
+  unsigned char length[8];
+  size_t header_bytes = sizeof header - 1;
+  size_t padded = (header_bytes + 7) / 8 * 8;
+  size_t i;
+  FILE* f;
+  gk_weights* weights = NULL;
+  gk_weight_info info;
+  gk_tensor* t = NULL;
+  float values[2] = {0, 0};
+  int64_t index = -1;
+  gk_status status;
+
+  sprintf(path, "gk_c_abi_weights_%lu.safetensors", (unsigned long)clock());
+  f = fopen(path, "wb");
+  EXPECT(f != NULL, "cannot write %s", path);
+  if (!f) return;
+  for (i = 0; i < 8; ++i) length[i] = (unsigned char)((padded >> (8 * i)) & 0xff);
+  fwrite(length, 1, 8, f);
+  fwrite(header, 1, header_bytes, f);
+  for (i = header_bytes; i < padded; ++i) fputc(' ', f);
+  fwrite(data, 1, sizeof data, f);
+  fclose(f);
+
+  REQUIRE_OK(gk_weights_open(rt, path, NULL, &weights));
+  EXPECT(strcmp(gk_weights_format(weights), "safetensors") == 0, "format %s",
+         gk_weights_format(weights));
+  EXPECT(gk_weights_count(weights) == 1, "count %lld", (long long)gk_weights_count(weights));
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  REQUIRE_OK(gk_weights_info(weights, 0, &info));
+  EXPECT(strcmp(info.name, "w") == 0 && info.dtype == GK_DTYPE_F32 && info.ndim == 1 &&
+             info.shape[0] == 2 && info.bytes == 8,
+         "info %s dtype %d", info.name, (int)info.dtype);
+  REQUIRE_OK(gk_weights_find(weights, "w", &index));
+  EXPECT(index == 0, "index %lld", (long long)index);
+  status = gk_weights_find(weights, "v", &index);
+  EXPECT(status == GK_NOT_FOUND, "find 'v' -> %s", gk_status_name(status));
+  REQUIRE_OK(gk_weights_get(weights, "w", 0, 0, NULL, &t));
+  gk_weights_close(weights);
+  REQUIRE_OK(gk_copy_to_host(t, values, sizeof values, NULL));
+  EXPECT(values[0] == 1.5f && values[1] == -2.0f, "values %g %g", values[0], values[1]);
+  gk_tensor_release(t);
+  remove(path);
+  printf("ok   weights: open, list, find, get, close (tensor outlives the weights)\n");
+}
+
 int main(void) {
   gk_runtime_options options = GK_RUNTIME_OPTIONS_INIT;
   gk_runtime* rt = NULL;
@@ -250,6 +305,7 @@ int main(void) {
   check_buffers(rt);
   check_transfers(rt, 0);
   if (best != 0) check_transfers(rt, best);
+  check_weights(rt);
 
   gk_runtime_destroy(rt);
   if (failures) {

@@ -853,21 +853,27 @@ typedef struct gk_weights gk_weights;
 
 typedef struct gk_weights_options {
   size_t struct_size;        /* sizeof(gk_weights_options) */
-  /* Owner charged for the device copies of this weight set's tensors; NULL: the task of
-   * the stream given to gk_weights_get (if any), else none. Must outlive the weights. */
+  /* Owner charged for the copies of this weight set's tensors on the owner's device (those
+   * on other devices are charged as if it were NULL); NULL: the task of the stream given to
+   * gk_weights_get, else an owner the weight set creates per device, named "weights <file
+   * name>" (it shows in gk_memory_snapshot_json). Must outlive the weights. */
   gk_memory_owner* owner;
-  /* Called during gk_weights_load with the bytes done and the total; NULL for none. Called
-   * on the calling thread. */
+  /* Called during gk_weights_load with the stored bytes done and the total, on the thread
+   * that called gk_weights_load, last with done == total on success; NULL for none. */
   void (*progress)(void* user_data, uint64_t done_bytes, uint64_t total_bytes);
   void* progress_user_data;
 } gk_weights_options;
 
 #define GK_WEIGHTS_OPTIONS_SIZE GK_STRUCT_SIZE(gk_weights_options, progress_user_data)
 
-/* Opens a weight set (see above) and checks it whole. `options` may be NULL. A malformed
- * file fails with INVALID_ARGUMENT naming the file, the tensor and the offending bytes
- * (nothing stays open); NOT_FOUND when the path or a shard it names is missing. The
- * weights hold the runtime alive; free them with gk_weights_close. Any thread. */
+/* Opens a weight set (see above) and checks it whole. `options` may be NULL. `path` is a
+ * file (GGUF when it ends in ".gguf" or opens with the GGUF magic, an index when it ends in
+ * ".json", else SafeTensors) or a folder: its model.safetensors.index.json (or its only
+ * *.safetensors.index.json), else every *.safetensors file in name order, else its only
+ * *.gguf file. A malformed file fails with INVALID_ARGUMENT naming the file, the tensor and
+ * the offending bytes (nothing stays open); so does a tensor name found twice, also across
+ * files. NOT_FOUND when the path or a shard it names is missing. The weights hold the
+ * runtime alive; free them with gk_weights_close. Any thread. */
 GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
                                  const gk_weights_options* options, gk_weights** out);
 
@@ -876,7 +882,7 @@ GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
  * No other call on the weights may be in flight. */
 GK_API void gk_weights_close(gk_weights* weights);
 
-/* The format: "safetensors" or "gguf". Valid while the weights live. */
+/* The format: "safetensors" or "gguf" ("" for NULL). Valid while the weights live. */
 GK_API const char* gk_weights_format(const gk_weights* weights);
 
 /* The number of tensors (0 for NULL). Tensors are in file order, shard by shard. */
@@ -885,7 +891,11 @@ GK_API int64_t gk_weights_count(const gk_weights* weights);
 typedef struct gk_weight_info {
   size_t struct_size;        /* sizeof(gk_weight_info), set by the caller */
   const char* name;          /* valid while the weights live */
-  int32_t dtype;             /* as stored: a gk_dtype, or a block-quantized one */
+  /* As stored: a gk_dtype, or a block-quantized one; 0 when GPUkit has no dtype for the
+   * file's type (SafeTensors U16, U32, U64, F8_*, F6_*, F4, C64; GGUF Q5_0, Q2_K, IQ*, …):
+   * such a tensor is listed, and gk_weights_get refuses it with UNIMPLEMENTED naming the
+   * type. */
+  int32_t dtype;
   int32_t ndim;
   int64_t shape[GK_MAX_DIMS];  /* row-major, innermost last (GGUF's order reversed) */
   uint64_t bytes;            /* stored bytes */
@@ -907,25 +917,32 @@ GK_API gk_status gk_weights_find(const gk_weights* weights, const char* name, in
 GK_API gk_status gk_weights_metadata_json(const gk_weights* weights, char** out_json);
 
 /* Tensor `name` on `device`, read-only, as `dtype` (0: as stored). On the cpu device and
- * as stored, the tensor is the file's bytes, mapped without a copy. Otherwise its data is
- * converted on the host (f32/f16/bf16/f64 to each other; block-quantized dequantized to
- * f32/f16/bf16; other changes are INVALID_ARGUMENT) and, on a GPU, uploaded once through
- * the transfer engine on `stream` (NULL: the device's default stream), charged to the
- * options' owner or the stream's task. The result is cached per device and dtype: a second
- * call returns the same tensor (a new reference). The caller releases the reference with
- * gk_tensor_release. An out-of-memory error names the weight set and the tensor. Any
- * thread. */
+ * as stored, the tensor is the file's bytes, mapped without a copy (a private read-only
+ * mapping: do not change the file while it is in use), unless they are not aligned to the
+ * dtype (2 bytes for a block-quantized one), when they are copied. Otherwise its data is
+ * converted on the host (f32/f16/bf16/f64 to each other, narrowing rounded to nearest
+ * even; block-quantized dequantized to f32/f16/bf16 as llama.cpp does; other changes are
+ * INVALID_ARGUMENT) into pool memory and, on a GPU, uploaded once through the transfer
+ * engine on `stream` (NULL: the device's default stream), charged as the options' owner
+ * says; the call returns when the copy is complete. The result is cached per device and
+ * dtype: a second call returns the same tensor (a new reference), also from another thread
+ * at the same time. The caller releases the reference with gk_tensor_release. Errors name
+ * the weight set and the tensor, out-of-memory ones included. Any thread. */
 GK_API gk_status gk_weights_get(gk_weights* weights, const char* name, int32_t device,
                                 int32_t dtype, gk_stream* stream, gk_tensor** out);
 
 /* Makes every tensor available on `device` as `dtype`, as gk_weights_get would, reading
  * several files in parallel and keeping several chunks in flight, and reports progress
- * through the options' callback. Returns when every copy is complete. Any thread. */
+ * through the options' callback. A tensor that does not convert to `dtype` (an integer or
+ * bool one) is made available as stored; one whose type GPUkit has no dtype for fails the
+ * call with UNIMPLEMENTED (the tensors done so far stay cached). Returns when every copy is
+ * complete. Any thread. */
 GK_API gk_status gk_weights_load(gk_weights* weights, int32_t device, int32_t dtype,
                                  gk_stream* stream);
 
-/* Drops the weight set's cached tensors of `device` (every device for -1). Tensors handed
- * out stay valid until released; the memory goes back when the last of them is. */
+/* Drops the weight set's cached tensors of `device` (every device for -1; OUT_OF_RANGE for
+ * an unknown id). Tensors handed out stay valid until released; the memory goes back when
+ * the last of them is. */
 GK_API gk_status gk_weights_release(gk_weights* weights, int32_t device);
 
 #ifdef __cplusplus

@@ -14,9 +14,14 @@ namespace gk {
 void fail_misaligned(const void* data, int32_t dtype, const char* function) {
   char text[32];
   std::snprintf(text, sizeof(text), "%p", data);
+  if (dtype_is_packed(dtype)) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": data " + text + " is not aligned to " +
+                                  std::to_string(dtype_alignment(dtype)) + " bytes, as " +
+                                  dtype_name(dtype) + " blocks need (their f16 scales)");
+  }
   fail(GK_INVALID_ARGUMENT, std::string(function) + ": data " + text + " is not aligned to " +
-                                std::to_string(dtype_alignment(dtype)) + " bytes, as " +
-                                dtype_name(dtype) + " data needs");
+                                std::to_string(dtype_size(dtype)) + "-byte " +
+                                dtype_name(dtype) + " elements");
 }
 
 std::pair<int64_t, int64_t> byte_extent(const gk_tensor_desc& d) {
