@@ -24,7 +24,9 @@ std::string le64(uint64_t v) {
   return std::string(b.begin(), b.end());
 }
 
-Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+Bytes text(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 
 // A header of one tensor "t" with this dtype, shape and offsets over `data` bytes.
 Bytes st(const std::string& dtype, const std::string& shape, const std::string& offsets,
@@ -38,18 +40,25 @@ std::vector<Bad> bad_safetensors() {
   std::vector<Bad> out;
   out.push_back({"truncated length", Bytes{1, 2, 3}, {"3 bytes", "8-byte header length"}});
   out.push_back({"header past EOF", text(le64(64) + "{}"), {"header length 64", "past the end"}});
-  out.push_back({"huge header", text(le64(200'000'000) + "{}"), {"header length 200000000", "limit"}});
-  out.push_back({"begin > end", st("F32", "[1]", "[4,0]", 4), {"tensor 't'", "[4, 0]", "begin after"}});
-  out.push_back({"offsets out of range", st("F32", "[2]", "[0,8]", 4),
+  out.push_back(
+      {"huge header", text(le64(200'000'000) + "{}"), {"header length 200000000", "limit"}});
+  out.push_back(
+      {"begin > end", st("F32", "[1]", "[4,0]", 4), {"tensor 't'", "[4, 0]", "begin after"}});
+  out.push_back({"offsets out of range",
+                 st("F32", "[2]", "[0,8]", 4),
                  {"tensor 't'", "8 bytes at file offset", "outside the data section"}});
-  out.push_back({"span != size", st("F32", "[2]", "[0,4]", 8),
-                 {"tensor 't'", "span 4 bytes", "need 8"}});
-  out.push_back({"unknown dtype", st("F17", "[1]", "[0,4]", 4), {"tensor 't'", "unknown dtype \"F17\""}});
-  out.push_back({"ndim 9", st("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]", 4), {"tensor 't'", "9 dimensions"}});
+  out.push_back(
+      {"span != size", st("F32", "[2]", "[0,4]", 8), {"tensor 't'", "span 4 bytes", "need 8"}});
+  out.push_back(
+      {"unknown dtype", st("F17", "[1]", "[0,4]", 4), {"tensor 't'", "unknown dtype \"F17\""}});
+  out.push_back(
+      {"ndim 9", st("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]", 4), {"tensor 't'", "9 dimensions"}});
   out.push_back({"negative dim", st("F32", "[-1]", "[0,4]", 4), {"tensor 't'", "dimension 0"}});
-  out.push_back({"element overflow", st("U8", "[4294967296,4294967296]", "[0,0]", 0),
+  out.push_back({"element overflow",
+                 st("U8", "[4294967296,4294967296]", "[0,0]", 0),
                  {"tensor 't'", "2^62"}});
-  out.push_back({"offset not integer", st("F32", "[1]", "[0,4.5]", 4), {"tensor 't'", "data_offsets"}});
+  out.push_back(
+      {"offset not integer", st("F32", "[1]", "[0,4.5]", 4), {"tensor 't'", "data_offsets"}});
   out.push_back({"overlap",
                  safetensors_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                                  "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
@@ -60,16 +69,18 @@ std::vector<Bad> bad_safetensors() {
                                  "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
                                  Bytes(2, 0)),
                  {"tensor 'a'", "twice"}});
-  out.push_back({"invalid UTF-8",
-                 safetensors_raw("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
-                                 Bytes(1, 0)),
-                 {"malformed", "UTF-8"}});
+  out.push_back(
+      {"invalid UTF-8",
+       safetensors_raw("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                       Bytes(1, 0)),
+       {"malformed", "UTF-8"}});
   out.push_back({"invalid JSON", safetensors_raw("{\"a\":", Bytes()), {"malformed"}});
   out.push_back({"not an object", safetensors_raw("[1,2]", Bytes()), {"not an object"}});
   out.push_back({"deep nesting",
                  safetensors_raw("{\"__metadata__\":{\"k\":[[[[[[[[1]]]]]]]]}}", Bytes()),
                  {"nests 10 levels"}});
-  out.push_back({"metadata not strings", safetensors_raw("{\"__metadata__\":{\"k\":1}}", Bytes()),
+  out.push_back({"metadata not strings",
+                 safetensors_raw("{\"__metadata__\":{\"k\":1}}", Bytes()),
                  {"\"__metadata__\" value 'k'"}});
   out.push_back({"NUL in name",
                  safetensors_raw(std::string("{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],") +
@@ -93,12 +104,15 @@ std::vector<Bad> bad_gguf() {
   valid.kv_string("general.name", "x");
   valid.tensor("w", {2, 32}, kGgmlQ8_0, Bytes(68, 1));
   const Bytes good = valid.bytes();
-  out.push_back({"wrong magic", Bytes{'G', 'G', 'M', 'L', 3, 0, 0, 0}, {"not the GGUF magic", "47 47 4d 4c"}});
+  out.push_back({"wrong magic",
+                 Bytes{'G', 'G', 'M', 'L', 3, 0, 0, 0},
+                 {"not the GGUF magic", "47 47 4d 4c"}});
   out.push_back({"version 1", gguf_header(1, 0, 0), {"GGUF version 1"}});
   out.push_back({"version 4", gguf_header(4, 0, 0), {"GGUF version 4"}});
   out.push_back({"big-endian", gguf_header(0x03000000, 0, 0), {"big-endian"}});
   out.push_back({"truncated", Bytes(good.begin(), good.begin() + 40), {"truncated"}});
-  out.push_back({"tensor data cut", Bytes(good.begin(), good.end() - 10),
+  out.push_back({"tensor data cut",
+                 Bytes(good.begin(), good.end() - 10),
                  {"tensor 'w'", "outside the data section"}});
   {
     Bytes b = gguf_header(3, 0, 1);
@@ -122,7 +136,8 @@ std::vector<Bad> bad_gguf() {
     put<uint32_t>(b, 0);
     out.push_back({"unknown value type", b, {"'k'", "value type 77"}});
   }
-  out.push_back({"huge counts", gguf_header(3, uint64_t(1) << 62, 5), {"4611686018427387904 tensors"}});
+  out.push_back(
+      {"huge counts", gguf_header(3, uint64_t(1) << 62, 5), {"4611686018427387904 tensors"}});
   {
     GgufWriter g;
     g.tensor("w", {4}, kGgmlF32, Bytes(16, 0));
@@ -213,12 +228,11 @@ TEST(WeightsErrors, MutationFuzz) {
   g.tensor("q8", {1, 32}, kGgmlQ8_0, Bytes(34, 0x11));
   g.tensor("q4k", {1, 256}, kGgmlQ4_K, Bytes(144, 0x21));
   g.tensor("q6k", {256}, kGgmlQ6_K, Bytes(210, 0x05));
-  const Bytes seeds[] = {
-      safetensors_file({{"a", "F32", {2, 2}, Bytes(16, 0x40)},
-                        {"b", "BF16", {3}, Bytes(6, 0x3f)},
-                        {"c", "I8", {2}, Bytes(2, 1)}},
-                       "\"format\":\"pt\""),
-      g.bytes()};
+  const Bytes seeds[] = {safetensors_file({{"a", "F32", {2, 2}, Bytes(16, 0x40)},
+                                           {"b", "BF16", {3}, Bytes(6, 0x3f)},
+                                           {"c", "I8", {2}, Bytes(2, 1)}},
+                                          "\"format\":\"pt\""),
+                         g.bytes()};
   const char* exts[] = {".safetensors", ".gguf"};
   std::mt19937 rng(20240601);
   int opened = 0;
@@ -229,10 +243,18 @@ TEST(WeightsErrors, MutationFuzz) {
     for (int e = 0; e < edits && !b.empty(); ++e) {
       const size_t at = rng() % b.size();
       switch (rng() % 4) {
-        case 0: b[at] = uint8_t(rng()); break;
-        case 1: b[at] ^= uint8_t(1u << (rng() % 8)); break;
-        case 2: b.resize(at); break;
-        default: b.insert(b.begin() + long(at), uint8_t(rng())); break;
+        case 0:
+          b[at] = uint8_t(rng());
+          break;
+        case 1:
+          b[at] ^= uint8_t(1u << (rng() % 8));
+          break;
+        case 2:
+          b.resize(at);
+          break;
+        default:
+          b.insert(b.begin() + long(at), uint8_t(rng()));
+          break;
       }
     }
     const std::string path = dir.write(std::string("fuzz") + exts[which], b);

@@ -18,10 +18,14 @@ namespace {
 
 double half_value(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 31 ? (m ? NAN : INFINITY) : e ? std::ldexp(1024.0 + m, e - 25) : std::ldexp(m, -24);
+  double v = e == 31 ? (m ? NAN : INFINITY)
+             : e     ? std::ldexp(1024.0 + m, e - 25)
+                     : std::ldexp(m, -24);
   return (h & 0x8000) ? -v : v;
 }
-double bf16_value(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+double bf16_value(uint16_t h) {
+  return std::bit_cast<float>(uint32_t(h) << 16);
+}
 
 // Every finite non-negative value of a 16-bit format, sorted, plus the first value past the
 // largest (standing for Inf: a value at least halfway there rounds to it).
@@ -56,13 +60,19 @@ const Format& bf16_format() {
   return f;
 }
 
-bool is_nan_bits(uint16_t h, const Format& f) { return (h & 0x7fff) > f.inf; }
+bool is_nan_bits(uint16_t h, const Format& f) {
+  return (h & 0x7fff) > f.inf;
+}
 
 // ---- the reference dequantization, one element at a time ----
 
-float h(const uint8_t* p) { return float(half_value(uint16_t(p[0] | (p[1] << 8)))); }
+float h(const uint8_t* p) {
+  return float(half_value(uint16_t(p[0] | (p[1] << 8))));
+}
 
-float ref_q8_0(const uint8_t* b, int i) { return float(int8_t(b[2 + i])) * h(b); }
+float ref_q8_0(const uint8_t* b, int i) {
+  return float(int8_t(b[2 + i])) * h(b);
+}
 float ref_q4_0(const uint8_t* b, int i) {
   const uint8_t byte = b[2 + i % 16];
   const int q = i < 16 ? byte & 15 : byte >> 4;
@@ -79,7 +89,9 @@ float ref_q4_1(const uint8_t* b, int i) {
 int k_scale(const uint8_t* s, int j) {
   return j < 4 ? s[j] % 64 : (s[j + 4] % 16) + 16 * (s[j - 4] / 64);
 }
-int k_min(const uint8_t* s, int j) { return j < 4 ? s[j + 4] % 64 : (s[j + 4] / 16) + 16 * (s[j] / 64); }
+int k_min(const uint8_t* s, int j) {
+  return j < 4 ? s[j + 4] % 64 : (s[j + 4] / 16) + 16 * (s[j] / 64);
+}
 float ref_k(const uint8_t* b, int i, bool five) {
   const int j = i / 32, l = i % 32;
   const uint8_t* qs = b + (five ? 48 : 16);
@@ -107,8 +119,12 @@ struct QuantCase {
   std::vector<int> half_fields;  // offsets of the f16 fields in a block
   float (*ref)(const uint8_t*, int);
 };
-float ref_q4_k(const uint8_t* b, int i) { return ref_k(b, i, false); }
-float ref_q5_k(const uint8_t* b, int i) { return ref_k(b, i, true); }
+float ref_q4_k(const uint8_t* b, int i) {
+  return ref_k(b, i, false);
+}
+float ref_q5_k(const uint8_t* b, int i) {
+  return ref_k(b, i, true);
+}
 
 const QuantCase kQuantCases[] = {
     {kGgmlQ8_0, GK_DTYPE_Q8_0, 32, 34, {0}, &ref_q8_0},
@@ -138,8 +154,7 @@ class WeightsConvert : public ::testing::Test {
     gk_tensor* t = nullptr;
     EXPECT_EQ(gk_weights_get(w, name, 0, dtype, nullptr, &t), GK_OK) << gk_last_error();
     std::vector<T> out(count);
-    EXPECT_EQ(gk_copy_to_host(t, out.data(), count * sizeof(T), nullptr), GK_OK)
-        << gk_last_error();
+    EXPECT_EQ(gk_copy_to_host(t, out.data(), count * sizeof(T), nullptr), GK_OK) << gk_last_error();
     gk_tensor_release(t);
     return out;
   }
@@ -202,13 +217,36 @@ TEST_F(WeightsConvert, DequantizationMatchesTheReferenceBitForBit) {
 
 TEST_F(WeightsConvert, FloatsConvertRoundingToNearestEven) {
   std::mt19937_64 rng(99);
-  std::vector<float> f32 = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65519.99f, 65520.0f, 1e-8f,
-                            5.9604645e-8f, 2.9802322e-8f, 2.9802326e-8f, 1.0f + 0x1p-11f,
-                            1.0f + 0x1p-8f, 3.0e38f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), 1e-40f};
-  std::vector<double> f64 = {0.0, -0.0, 1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-11, 65520.0,
-                             65519.999, 1e300, -1e300, 1e-300, 0x1p-25 + 0x1p-60, 0x1p-25,
-                             1.0 + 0x1p-8 + 0x1p-50, std::numeric_limits<double>::infinity()};
+  std::vector<float> f32 = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -2.5f,
+                            65504.0f,
+                            65519.99f,
+                            65520.0f,
+                            1e-8f,
+                            5.9604645e-8f,
+                            2.9802322e-8f,
+                            2.9802326e-8f,
+                            1.0f + 0x1p-11f,
+                            1.0f + 0x1p-8f,
+                            3.0e38f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            1e-40f};
+  std::vector<double> f64 = {0.0,
+                             -0.0,
+                             1.0 + 0x1p-11 + 0x1p-40,
+                             1.0 + 0x1p-11,
+                             65520.0,
+                             65519.999,
+                             1e300,
+                             -1e300,
+                             1e-300,
+                             0x1p-25 + 0x1p-60,
+                             0x1p-25,
+                             1.0 + 0x1p-8 + 0x1p-50,
+                             std::numeric_limits<double>::infinity()};
   for (int i = 0; i < 4000; ++i) {
     const uint32_t bits = uint32_t(rng());
     if (((bits >> 23) & 0xff) == 0xff) continue;  // NaN and Inf checked apart

@@ -82,14 +82,13 @@ class Weights : public ::testing::Test {
 TEST_F(Weights, SafetensorsOpensListsAndReads) {
   const auto a = iota(6);
   const std::vector<int64_t> ids = {7, -3};
-  const std::string path = dir_.write(
-      "model.safetensors",
-      safetensors_file({{"a", "F32", {2, 3}, bytes_of(a)},
-                        {"ids", "I64", {2}, bytes_of(ids)},
-                        {"mask", "BOOL", {3}, Bytes{1, 0, 1}},
-                        {"u", "U16", {2}, Bytes{1, 0, 2, 0}},
-                        {"fp8", "F8_E4M3", {4}, Bytes{1, 2, 3, 4}}},
-                       "\"format\":\"pt\",\"note\":\"x\""));
+  const std::string path =
+      dir_.write("model.safetensors", safetensors_file({{"a", "F32", {2, 3}, bytes_of(a)},
+                                                        {"ids", "I64", {2}, bytes_of(ids)},
+                                                        {"mask", "BOOL", {3}, Bytes{1, 0, 1}},
+                                                        {"u", "U16", {2}, Bytes{1, 0, 2, 0}},
+                                                        {"fp8", "F8_E4M3", {4}, Bytes{1, 2, 3, 4}}},
+                                                       "\"format\":\"pt\",\"note\":\"x\""));
   WeightsPtr w = open_ok(rt_.get(), path);
   EXPECT_STREQ(gk_weights_format(w.get()), "safetensors");
   ASSERT_EQ(gk_weights_count(w.get()), 5);
@@ -213,8 +212,7 @@ TEST_F(Weights, GgufOpensListsMetadataOfEveryValueType) {
     TensorPtr it = get_ok(w.get(), "i");
     EXPECT_EQ(read_bytes(it.get(), 12), bytes_of(i32));
     gk_tensor* refused = nullptr;
-    EXPECT_EQ(gk_weights_get(w.get(), "q5", 0, GK_DTYPE_F32, nullptr, &refused),
-              GK_UNIMPLEMENTED);
+    EXPECT_EQ(gk_weights_get(w.get(), "q5", 0, GK_DTYPE_F32, nullptr, &refused), GK_UNIMPLEMENTED);
     EXPECT_NE(std::string(gk_last_error()).find("Q5_0"), std::string::npos) << gk_last_error();
   }
 }
@@ -223,11 +221,13 @@ TEST_F(Weights, ShardedIndexAndFolders) {
   const auto a = iota(4), b = iota(2, 10.0f);
   dir_.write("model-00001-of-00002.safetensors",
              safetensors_file({{"a", "F32", {4}, bytes_of(a)}}, "\"format\":\"pt\""));
-  dir_.write("model-00002-of-00002.safetensors", safetensors_file({{"b", "F32", {2}, bytes_of(b)}}));
-  const std::string index = dir_.write(
-      "model.safetensors.index.json",
-      std::string("{\"metadata\":{\"total_size\":24},\"weight_map\":{") +
-          "\"a\":\"model-00001-of-00002.safetensors\",\"b\":\"model-00002-of-00002.safetensors\"}}");
+  dir_.write("model-00002-of-00002.safetensors",
+             safetensors_file({{"b", "F32", {2}, bytes_of(b)}}));
+  const std::string index =
+      dir_.write("model.safetensors.index.json",
+                 std::string("{\"metadata\":{\"total_size\":24},\"weight_map\":{") +
+                     "\"a\":\"model-00001-of-00002.safetensors\",\"b\":\"model-00002-of-00002."
+                     "safetensors\"}}");
   for (const std::string& path : {index, dir_.path()}) {
     WeightsPtr w = open_ok(rt_.get(), path);
     ASSERT_EQ(gk_weights_count(w.get()), 2);
@@ -238,10 +238,10 @@ TEST_F(Weights, ShardedIndexAndFolders) {
     EXPECT_EQ(nlohmann::json::parse(metadata(w.get()))["format"], "pt");
   }
   // A shard the index names is missing.
-  const std::string broken = dir_.write(
-      "broken.safetensors.index.json",
-      std::string("{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",") +
-          "\"c\":\"model-00003-of-00003.safetensors\"}}");
+  const std::string broken =
+      dir_.write("broken.safetensors.index.json",
+                 std::string("{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",") +
+                     "\"c\":\"model-00003-of-00003.safetensors\"}}");
   gk_weights* w = nullptr;
   EXPECT_EQ(gk_weights_open(rt_.get(), broken.c_str(), nullptr, &w), GK_NOT_FOUND);
   EXPECT_NE(std::string(gk_last_error()).find("model-00003-of-00003.safetensors"),
@@ -249,9 +249,9 @@ TEST_F(Weights, ShardedIndexAndFolders) {
       << gk_last_error();
   EXPECT_EQ(w, nullptr);
   // The index places a tensor in a shard that does not hold it.
-  const std::string wrong = dir_.write(
-      "wrong.safetensors.index.json",
-      std::string("{\"weight_map\":{\"a\":\"model-00002-of-00002.safetensors\"}}"));
+  const std::string wrong =
+      dir_.write("wrong.safetensors.index.json",
+                 std::string("{\"weight_map\":{\"a\":\"model-00002-of-00002.safetensors\"}}"));
   EXPECT_EQ(gk_weights_open(rt_.get(), wrong.c_str(), nullptr, &w), GK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gk_last_error()).find("tensor 'a'"), std::string::npos);
 }

@@ -27,7 +27,8 @@ class ScratchDir {
     // Memory-backed where there is one: rewriting a file on a disk file system flushes it,
     // and the fuzz test rewrites thousands.
     std::error_code ec;
-    const bool shm = std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0;
+    const bool shm =
+        std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0;
     path_ = std::filesystem::path(shm ? "/dev/shm" : ::testing::TempDir()) / name;
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
@@ -96,7 +97,8 @@ inline Bytes safetensors_file(const std::vector<StTensor>& tensors,
   for (const StTensor& t : tensors) {
     if (header.size() > 1) header += ",";
     std::string shape;
-    for (size_t k = 0; k < t.shape.size(); ++k) shape += (k ? "," : "") + std::to_string(t.shape[k]);
+    for (size_t k = 0; k < t.shape.size(); ++k)
+      shape += (k ? "," : "") + std::to_string(t.shape[k]);
     header += "\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape +
               "],\"data_offsets\":[" + std::to_string(data.size()) + "," +
               std::to_string(data.size() + t.data.size()) + "]}";
@@ -108,15 +110,38 @@ inline Bytes safetensors_file(const std::vector<StTensor>& tensors,
 // ---- GGUF ----
 
 enum GgufValue : uint32_t {
-  kGgufU8 = 0, kGgufI8, kGgufU16, kGgufI16, kGgufU32, kGgufI32, kGgufF32, kGgufBool,
-  kGgufString, kGgufArray, kGgufU64, kGgufI64, kGgufF64,
+  kGgufU8 = 0,
+  kGgufI8,
+  kGgufU16,
+  kGgufI16,
+  kGgufU32,
+  kGgufI32,
+  kGgufF32,
+  kGgufBool,
+  kGgufString,
+  kGgufArray,
+  kGgufU64,
+  kGgufI64,
+  kGgufF64,
 };
 
 // GGML type ids used by the tests.
 enum GgmlTypeId : uint32_t {
-  kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6, kGgmlQ8_0 = 8,
-  kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlI8 = 24, kGgmlI16 = 25, kGgmlI32 = 26,
-  kGgmlI64 = 27, kGgmlF64 = 28, kGgmlBF16 = 30,
+  kGgmlF32 = 0,
+  kGgmlF16 = 1,
+  kGgmlQ4_0 = 2,
+  kGgmlQ4_1 = 3,
+  kGgmlQ5_0 = 6,
+  kGgmlQ8_0 = 8,
+  kGgmlQ4_K = 12,
+  kGgmlQ5_K = 13,
+  kGgmlQ6_K = 14,
+  kGgmlI8 = 24,
+  kGgmlI16 = 25,
+  kGgmlI32 = 26,
+  kGgmlI64 = 27,
+  kGgmlF64 = 28,
+  kGgmlBF16 = 30,
 };
 
 class GgufWriter {

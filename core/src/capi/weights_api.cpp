@@ -33,8 +33,7 @@ GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
       std::memcpy(&o, options, std::min(options->struct_size, sizeof(o)));
     }
     if (o.owner && o.owner->runtime != runtime->impl) {
-      gk::fail(GK_INVALID_ARGUMENT,
-               "gk_weights_open: options->owner belongs to another runtime");
+      gk::fail(GK_INVALID_ARGUMENT, "gk_weights_open: options->owner belongs to another runtime");
     }
     auto weights = std::make_unique<gk_weights>();
     weights->set = std::make_unique<gk::weights::WeightSet>(runtime->impl, path, o.owner,
@@ -43,7 +42,9 @@ GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
   });
 }
 
-GK_API void gk_weights_close(gk_weights* weights) { delete weights; }
+GK_API void gk_weights_close(gk_weights* weights) {
+  delete weights;
+}
 
 GK_API const char* gk_weights_format(const gk_weights* weights) {
   return weights ? weights->set->format() : "";
@@ -57,8 +58,7 @@ GK_API gk_status gk_weights_info(const gk_weights* weights, int64_t index, gk_we
   return gk::c_guard([&] {
     const auto& set = set_of(weights, "gk_weights_info");
     gk::require_arg(out, "gk_weights_info", "out");
-    gk::require_struct(out->struct_size, GK_WEIGHT_INFO_SIZE, "gk_weights_info",
-                       "gk_weight_info");
+    gk::require_struct(out->struct_size, GK_WEIGHT_INFO_SIZE, "gk_weights_info", "gk_weight_info");
     const auto& tensors = set.tensors();
     if (index < 0 || uint64_t(index) >= tensors.size()) {
       gk::fail(GK_OUT_OF_RANGE, "gk_weights_info: index " + std::to_string(index) +
@@ -79,8 +79,7 @@ GK_API gk_status gk_weights_info(const gk_weights* weights, int64_t index, gk_we
   });
 }
 
-GK_API gk_status gk_weights_find(const gk_weights* weights, const char* name,
-                                 int64_t* out_index) {
+GK_API gk_status gk_weights_find(const gk_weights* weights, const char* name, int64_t* out_index) {
   return gk::c_guard([&] {
     const auto& set = set_of(weights, "gk_weights_find");
     gk::require_arg(name, "gk_weights_find", "name");

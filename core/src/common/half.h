@@ -23,7 +23,9 @@ inline float f16_to_f32(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(uint32_t(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -83,7 +85,11 @@ inline uint16_t f64_to_small_float(double v, int exponent_bits, int mantissa_bit
   return uint16_t(sign | bits);
 }
 
-inline uint16_t f64_to_f16(double v) { return f64_to_small_float(v, 5, 10); }
-inline uint16_t f64_to_bf16(double v) { return f64_to_small_float(v, 8, 7); }
+inline uint16_t f64_to_f16(double v) {
+  return f64_to_small_float(v, 5, 10);
+}
+inline uint16_t f64_to_bf16(double v) {
+  return f64_to_small_float(v, 8, 7);
+}
 
 }  // namespace gk

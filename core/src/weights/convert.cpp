@@ -28,8 +28,12 @@ namespace gk::weights {
 
 namespace {
 
-uint16_t le16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-float half_at(const uint8_t* p) { return f16_to_f32(le16(p)); }
+uint16_t le16(const uint8_t* p) {
+  return uint16_t(p[0] | (p[1] << 8));
+}
+float half_at(const uint8_t* p) {
+  return f16_to_f32(le16(p));
+}
 
 void dequantize_q8_0(const uint8_t* b, float* y) {
   const float d = half_at(b);
@@ -113,8 +117,10 @@ void dequantize_q6_k(const uint8_t* b, float* y) {
 // Element i of a floating `dtype` at `src`, exactly, as f32 (f64 excluded).
 float load_f32(int32_t dtype, const uint8_t* src, uint64_t i) {
   switch (dtype) {
-    case GK_DTYPE_F16: return f16_to_f32(le16(src + 2 * i));
-    case GK_DTYPE_BF16: return bf16_to_f32(le16(src + 2 * i));
+    case GK_DTYPE_F16:
+      return f16_to_f32(le16(src + 2 * i));
+    case GK_DTYPE_BF16:
+      return bf16_to_f32(le16(src + 2 * i));
     default: {
       float v;
       std::memcpy(&v, src + 4 * i, 4);
@@ -187,21 +193,32 @@ void dequantize(int32_t dtype, const uint8_t* src, uint64_t blocks, float* dst) 
     const uint8_t* b = src + i * block_bytes;
     float* y = dst + i * block;
     switch (dtype) {
-      case GK_DTYPE_Q8_0: dequantize_q8_0(b, y); break;
-      case GK_DTYPE_Q4_0: dequantize_q4_0(b, y); break;
-      case GK_DTYPE_Q4_1: dequantize_q4_1(b, y); break;
-      case GK_DTYPE_Q4_K: dequantize_k4(b, nullptr, b + 16, y); break;
-      case GK_DTYPE_Q5_K: dequantize_k4(b, b + 16, b + 48, y); break;
-      case GK_DTYPE_Q6_K: dequantize_q6_k(b, y); break;
+      case GK_DTYPE_Q8_0:
+        dequantize_q8_0(b, y);
+        break;
+      case GK_DTYPE_Q4_0:
+        dequantize_q4_0(b, y);
+        break;
+      case GK_DTYPE_Q4_1:
+        dequantize_q4_1(b, y);
+        break;
+      case GK_DTYPE_Q4_K:
+        dequantize_k4(b, nullptr, b + 16, y);
+        break;
+      case GK_DTYPE_Q5_K:
+        dequantize_k4(b, b + 16, b + 48, y);
+        break;
+      case GK_DTYPE_Q6_K:
+        dequantize_q6_k(b, y);
+        break;
       default:
-        fail(GK_INTERNAL, std::string("dequantize: ") + dtype_name(dtype) +
-                              " is not block-quantized");
+        fail(GK_INTERNAL,
+             std::string("dequantize: ") + dtype_name(dtype) + " is not block-quantized");
     }
   }
 }
 
-void convert(int32_t from, const void* src_bytes, int32_t to, void* dst_bytes,
-             uint64_t elements) {
+void convert(int32_t from, const void* src_bytes, int32_t to, void* dst_bytes, uint64_t elements) {
   const auto* src = static_cast<const uint8_t*>(src_bytes);
   auto* dst = static_cast<uint8_t*>(dst_bytes);
   if (from == to) {

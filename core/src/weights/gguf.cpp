@@ -26,22 +26,38 @@ struct GgmlType {
 };
 // Every type of ggml's table (ids never reused); the sizes are its type_traits'.
 constexpr GgmlType kGgmlTypes[] = {
-    {0, "F32", 1, 4, GK_DTYPE_F32},         {1, "F16", 1, 2, GK_DTYPE_F16},
-    {2, "Q4_0", 32, 18, GK_DTYPE_Q4_0},     {3, "Q4_1", 32, 20, GK_DTYPE_Q4_1},
-    {6, "Q5_0", 32, 22, 0},                 {7, "Q5_1", 32, 24, 0},
-    {8, "Q8_0", 32, 34, GK_DTYPE_Q8_0},     {9, "Q8_1", 32, 36, 0},
-    {10, "Q2_K", 256, 84, 0},               {11, "Q3_K", 256, 110, 0},
-    {12, "Q4_K", 256, 144, GK_DTYPE_Q4_K},  {13, "Q5_K", 256, 176, GK_DTYPE_Q5_K},
-    {14, "Q6_K", 256, 210, GK_DTYPE_Q6_K},  {15, "Q8_K", 256, 292, 0},
-    {16, "IQ2_XXS", 256, 66, 0},            {17, "IQ2_XS", 256, 74, 0},
-    {18, "IQ3_XXS", 256, 98, 0},            {19, "IQ1_S", 256, 50, 0},
-    {20, "IQ4_NL", 32, 18, 0},              {21, "IQ3_S", 256, 110, 0},
-    {22, "IQ2_S", 256, 82, 0},              {23, "IQ4_XS", 256, 136, 0},
-    {24, "I8", 1, 1, GK_DTYPE_I8},          {25, "I16", 1, 2, GK_DTYPE_I16},
-    {26, "I32", 1, 4, GK_DTYPE_I32},        {27, "I64", 1, 8, GK_DTYPE_I64},
-    {28, "F64", 1, 8, GK_DTYPE_F64},        {29, "IQ1_M", 256, 56, 0},
-    {30, "BF16", 1, 2, GK_DTYPE_BF16},      {34, "TQ1_0", 256, 54, 0},
-    {35, "TQ2_0", 256, 66, 0},              {39, "MXFP4", 32, 17, 0},
+    {0, "F32", 1, 4, GK_DTYPE_F32},
+    {1, "F16", 1, 2, GK_DTYPE_F16},
+    {2, "Q4_0", 32, 18, GK_DTYPE_Q4_0},
+    {3, "Q4_1", 32, 20, GK_DTYPE_Q4_1},
+    {6, "Q5_0", 32, 22, 0},
+    {7, "Q5_1", 32, 24, 0},
+    {8, "Q8_0", 32, 34, GK_DTYPE_Q8_0},
+    {9, "Q8_1", 32, 36, 0},
+    {10, "Q2_K", 256, 84, 0},
+    {11, "Q3_K", 256, 110, 0},
+    {12, "Q4_K", 256, 144, GK_DTYPE_Q4_K},
+    {13, "Q5_K", 256, 176, GK_DTYPE_Q5_K},
+    {14, "Q6_K", 256, 210, GK_DTYPE_Q6_K},
+    {15, "Q8_K", 256, 292, 0},
+    {16, "IQ2_XXS", 256, 66, 0},
+    {17, "IQ2_XS", 256, 74, 0},
+    {18, "IQ3_XXS", 256, 98, 0},
+    {19, "IQ1_S", 256, 50, 0},
+    {20, "IQ4_NL", 32, 18, 0},
+    {21, "IQ3_S", 256, 110, 0},
+    {22, "IQ2_S", 256, 82, 0},
+    {23, "IQ4_XS", 256, 136, 0},
+    {24, "I8", 1, 1, GK_DTYPE_I8},
+    {25, "I16", 1, 2, GK_DTYPE_I16},
+    {26, "I32", 1, 4, GK_DTYPE_I32},
+    {27, "I64", 1, 8, GK_DTYPE_I64},
+    {28, "F64", 1, 8, GK_DTYPE_F64},
+    {29, "IQ1_M", 256, 56, 0},
+    {30, "BF16", 1, 2, GK_DTYPE_BF16},
+    {34, "TQ1_0", 256, 54, 0},
+    {35, "TQ2_0", 256, 66, 0},
+    {39, "MXFP4", 32, 17, 0},
 };
 
 const GgmlType* ggml_type(uint32_t id) {
@@ -52,20 +68,45 @@ const GgmlType* ggml_type(uint32_t id) {
 }
 
 enum ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // The fewest bytes a value of `type` takes: how an array's count is checked against the
 // bytes left before anything is built from it. 0 for an unknown type.
 uint64_t min_value_bytes(uint32_t type) {
   switch (type) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: case kString: return 8;  // a string: its length
-    case kArray: return 12;                                    // element type and count
-    default: return 0;
+    case kU8:
+    case kI8:
+    case kBool:
+      return 1;
+    case kU16:
+    case kI16:
+      return 2;
+    case kU32:
+    case kI32:
+    case kF32:
+      return 4;
+    case kU64:
+    case kI64:
+    case kF64:
+    case kString:
+      return 8;  // a string: its length
+    case kArray:
+      return 12;  // element type and count
+    default:
+      return 0;
   }
 }
 
@@ -81,8 +122,8 @@ class Reader {
     if (bytes > left()) {
       fail(GK_INVALID_ARGUMENT, file_.path() + ": truncated: " + what + " at byte " +
                                     std::to_string(pos_) + " needs " + std::to_string(bytes) +
-                                    " bytes; the file has " + std::to_string(left()) +
-                                    " left of " + std::to_string(file_.size()));
+                                    " bytes; the file has " + std::to_string(left()) + " left of " +
+                                    std::to_string(file_.size()));
     }
   }
   template <typename T>
@@ -106,22 +147,34 @@ class Reader {
   uint64_t pos_ = 0;
 };
 
-nlohmann::json read_value(Reader& r, const MappedFile& file, uint32_t type,
-                          const std::string& key, int depth) {
+nlohmann::json read_value(Reader& r, const MappedFile& file, uint32_t type, const std::string& key,
+                          int depth) {
   const std::string what = "the value of '" + key + "'";
   switch (type) {
-    case kU8: return r.read<uint8_t>(what);
-    case kI8: return r.read<int8_t>(what);
-    case kU16: return r.read<uint16_t>(what);
-    case kI16: return r.read<int16_t>(what);
-    case kU32: return r.read<uint32_t>(what);
-    case kI32: return r.read<int32_t>(what);
-    case kF32: return r.read<float>(what);
-    case kBool: return r.read<uint8_t>(what) != 0;
-    case kString: return r.string(what);
-    case kU64: return r.read<uint64_t>(what);
-    case kI64: return r.read<int64_t>(what);
-    case kF64: return r.read<double>(what);
+    case kU8:
+      return r.read<uint8_t>(what);
+    case kI8:
+      return r.read<int8_t>(what);
+    case kU16:
+      return r.read<uint16_t>(what);
+    case kI16:
+      return r.read<int16_t>(what);
+    case kU32:
+      return r.read<uint32_t>(what);
+    case kI32:
+      return r.read<int32_t>(what);
+    case kF32:
+      return r.read<float>(what);
+    case kBool:
+      return r.read<uint8_t>(what) != 0;
+    case kString:
+      return r.string(what);
+    case kU64:
+      return r.read<uint64_t>(what);
+    case kI64:
+      return r.read<int64_t>(what);
+    case kF64:
+      return r.read<double>(what);
     case kArray: {
       if (depth >= kMaxArrayDepth) {
         fail(GK_INVALID_ARGUMENT, file.path() + ": key '" + key + "': arrays nest deeper than " +
@@ -137,11 +190,10 @@ nlohmann::json read_value(Reader& r, const MappedFile& file, uint32_t type,
                                       " is not a GGUF value type (0..12)");
       }
       if (count > r.left() / each) {
-        fail(GK_INVALID_ARGUMENT, file.path() + ": key '" + key + "': an array of " +
-                                      std::to_string(count) + " elements needs at least " +
-                                      std::to_string(each) + " bytes each; " +
-                                      std::to_string(r.left()) + " bytes are left at byte " +
-                                      std::to_string(r.pos()));
+        fail(GK_INVALID_ARGUMENT,
+             file.path() + ": key '" + key + "': an array of " + std::to_string(count) +
+                 " elements needs at least " + std::to_string(each) + " bytes each; " +
+                 std::to_string(r.left()) + " bytes are left at byte " + std::to_string(r.pos()));
       }
       nlohmann::json array = nlohmann::json::array();
       array.get_ref<nlohmann::json::array_t&>().reserve(size_t(count));
@@ -151,10 +203,9 @@ nlohmann::json read_value(Reader& r, const MappedFile& file, uint32_t type,
       return array;
     }
     default:
-      fail(GK_INVALID_ARGUMENT, file.path() + ": key '" + key + "': value type " +
-                                    std::to_string(type) + " at byte " +
-                                    std::to_string(r.pos() - 4) +
-                                    " is not a GGUF value type (0..12)");
+      fail(GK_INVALID_ARGUMENT,
+           file.path() + ": key '" + key + "': value type " + std::to_string(type) + " at byte " +
+               std::to_string(r.pos() - 4) + " is not a GGUF value type (0..12)");
   }
 }
 
@@ -185,8 +236,7 @@ TensorEntry read_tensor_info(Reader& r, const MappedFile& file, uint32_t file_in
   const uint32_t type_id = r.read<uint32_t>("the type of '" + e.name + "'");
   const GgmlType* type = ggml_type(type_id);
   if (!type) {
-    fail(GK_INVALID_ARGUMENT, where + ": type " + std::to_string(type_id) +
-                                  " is not a GGML type");
+    fail(GK_INVALID_ARGUMENT, where + ": type " + std::to_string(type_id) + " is not a GGML type");
   }
   e.type_name = type->name;
   e.dtype = type->dtype;
@@ -217,8 +267,8 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index) {
     char text[16];
     std::snprintf(text, sizeof(text), "%02x %02x %02x %02x", file.data()[0], file.data()[1],
                   file.data()[2], file.data()[3]);
-    fail(GK_INVALID_ARGUMENT, path + ": bytes 0..4 are " + text + ", not the GGUF magic " +
-                                  "\"GGUF\" (47 47 55 46)");
+    fail(GK_INVALID_ARGUMENT,
+         path + ": bytes 0..4 are " + text + ", not the GGUF magic " + "\"GGUF\" (47 47 55 46)");
   }
   r.read<uint32_t>("the magic");
   const uint32_t version = r.read<uint32_t>("the version");
@@ -226,8 +276,9 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index) {
     fail(GK_INVALID_ARGUMENT,
          path + ": GGUF version " + std::to_string(version) + " (bytes 4..8) is not supported; " +
              "GPUkit reads versions 2 and 3" +
-             (version == 1 ? " (convert version 1 files with llama.cpp's tools)"
-                           : (version & 0xffff) == 0 ? " (a big-endian file?)" : ""));
+             (version == 1              ? " (convert version 1 files with llama.cpp's tools)"
+              : (version & 0xffff) == 0 ? " (a big-endian file?)"
+                                        : ""));
   }
   const uint64_t tensor_count = r.read<uint64_t>("the tensor count");
   const uint64_t kv_count = r.read<uint64_t>("the key/value count");
@@ -236,7 +287,8 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index) {
       kv_count * 13 + tensor_count * 24 > r.left()) {
     fail(GK_INVALID_ARGUMENT, path + ": " + std::to_string(tensor_count) + " tensors and " +
                                   std::to_string(kv_count) + " key/values cannot fit in the " +
-                                  std::to_string(r.left()) + " bytes after the header (truncated?)");
+                                  std::to_string(r.left()) +
+                                  " bytes after the header (truncated?)");
   }
   FileContents out;
   uint32_t alignment = kDefaultAlignment;
@@ -245,8 +297,8 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index) {
     const uint64_t at = r.pos();
     std::string key = r.string("key " + std::to_string(i));
     if (!keys.insert(key).second) {
-      fail(GK_INVALID_ARGUMENT, path + ": key '" + key + "' appears twice (again at byte " +
-                                    std::to_string(at) + ")");
+      fail(GK_INVALID_ARGUMENT,
+           path + ": key '" + key + "' appears twice (again at byte " + std::to_string(at) + ")");
     }
     const uint32_t type = r.read<uint32_t>("the value type of '" + key + "'");
     nlohmann::json value = read_value(r, file, type, key, 0);

@@ -24,13 +24,26 @@ struct SafetensorsType {
   uint32_t bits;
 };
 constexpr SafetensorsType kTypes[] = {
-    {"F64", GK_DTYPE_F64, 64},  {"F32", GK_DTYPE_F32, 32},  {"F16", GK_DTYPE_F16, 16},
-    {"BF16", GK_DTYPE_BF16, 16}, {"I64", GK_DTYPE_I64, 64}, {"I32", GK_DTYPE_I32, 32},
-    {"I16", GK_DTYPE_I16, 16},  {"I8", GK_DTYPE_I8, 8},     {"U8", GK_DTYPE_U8, 8},
-    {"BOOL", GK_DTYPE_BOOL, 8}, {"U16", 0, 16},             {"U32", 0, 32},
-    {"U64", 0, 64},             {"F8_E4M3", 0, 8},          {"F8_E5M2", 0, 8},
-    {"F8_E8M0", 0, 8},          {"F6_E2M3", 0, 6},          {"F6_E3M2", 0, 6},
-    {"F4", 0, 4},               {"C64", 0, 64},
+    {"F64", GK_DTYPE_F64, 64},
+    {"F32", GK_DTYPE_F32, 32},
+    {"F16", GK_DTYPE_F16, 16},
+    {"BF16", GK_DTYPE_BF16, 16},
+    {"I64", GK_DTYPE_I64, 64},
+    {"I32", GK_DTYPE_I32, 32},
+    {"I16", GK_DTYPE_I16, 16},
+    {"I8", GK_DTYPE_I8, 8},
+    {"U8", GK_DTYPE_U8, 8},
+    {"BOOL", GK_DTYPE_BOOL, 8},
+    {"U16", 0, 16},
+    {"U32", 0, 32},
+    {"U64", 0, 64},
+    {"F8_E4M3", 0, 8},
+    {"F8_E5M2", 0, 8},
+    {"F8_E8M0", 0, 8},
+    {"F6_E2M3", 0, 6},
+    {"F6_E3M2", 0, 6},
+    {"F4", 0, 4},
+    {"C64", 0, 64},
 };
 
 std::string known_types() {
@@ -88,10 +101,9 @@ TensorEntry parse_entry(const MappedFile& file, uint32_t file_index, const std::
     fail(GK_INVALID_ARGUMENT, where + ": has no \"shape\" array");
   }
   if (shape_it->size() > size_t(GK_MAX_DIMS)) {
-    fail(GK_INVALID_ARGUMENT, where + ": shape " + shape_it->dump() + " has " +
-                                  std::to_string(shape_it->size()) +
-                                  " dimensions; GPUkit holds at most " +
-                                  std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
+    fail(GK_INVALID_ARGUMENT,
+         where + ": shape " + shape_it->dump() + " has " + std::to_string(shape_it->size()) +
+             " dimensions; GPUkit holds at most " + std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
   }
   e.ndim = int32_t(shape_it->size());
   for (int32_t k = 0; k < e.ndim; ++k) {
@@ -123,8 +135,7 @@ TensorEntry parse_entry(const MappedFile& file, uint32_t file_index, const std::
     fail(GK_INVALID_ARGUMENT, where + ": data_offsets [" + std::to_string(begin) + ", " +
                                   std::to_string(end) + "] span " + std::to_string(span) +
                                   " bytes, but " + std::to_string(elements) + " elements of " +
-                                  e.type_name + " need " +
-                                  std::to_string(uint64_t(bits / 8)));
+                                  e.type_name + " need " + std::to_string(uint64_t(bits / 8)));
   }
   e.bytes = span;
   if (uint64_t(begin) > file.size() - data_begin) {
@@ -148,7 +159,8 @@ FileContents parse_safetensors(const MappedFile& file, uint32_t file_index) {
   const uint64_t header_bytes = read_le64(file.data());
   if (header_bytes > kMaxHeaderBytes) {
     fail(GK_INVALID_ARGUMENT, path + ": header length " + std::to_string(header_bytes) +
-                                  " (bytes 0..8) is past the 100 MB (" + std::to_string(kMaxHeaderBytes) +
+                                  " (bytes 0..8) is past the 100 MB (" +
+                                  std::to_string(kMaxHeaderBytes) +
                                   " bytes) limit for a SafeTensors header");
   }
   if (header_bytes > file.size() - 8) {
@@ -156,8 +168,7 @@ FileContents parse_safetensors(const MappedFile& file, uint32_t file_index) {
                                   " (bytes 0..8) runs past the end of the file (" +
                                   std::to_string(file.size()) + " bytes; truncated?)");
   }
-  const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8,
-                              size_t(header_bytes));
+  const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, size_t(header_bytes));
   const int depth = json_depth(text);
   if (depth > kMaxHeaderDepth) {
     fail(GK_INVALID_ARGUMENT, path + ": the JSON header nests " + std::to_string(depth) +
@@ -179,8 +190,7 @@ FileContents parse_safetensors(const MappedFile& file, uint32_t file_index) {
     header = nlohmann::json::parse(text.begin(), text.end(), on_event);
   } catch (const nlohmann::json::exception& e) {
     fail(GK_INVALID_ARGUMENT, path + ": the JSON header (bytes 8.." +
-                                  std::to_string(8 + header_bytes) + ") is malformed: " +
-                                  e.what());
+                                  std::to_string(8 + header_bytes) + ") is malformed: " + e.what());
   }
   if (!duplicate.empty()) {
     fail(GK_INVALID_ARGUMENT, tensor_context(file, duplicate) + ": named twice in the header");

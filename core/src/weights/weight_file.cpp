@@ -43,8 +43,8 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
   if (size_ == 0) return;
   void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_PRIVATE, d.fd, 0);
   if (p == MAP_FAILED) {
-    fail(GK_INVALID_ARGUMENT, path_ + ": cannot map " + std::to_string(size_) +
-                                  " bytes: " + std::strerror(errno));
+    fail(GK_INVALID_ARGUMENT,
+         path_ + ": cannot map " + std::to_string(size_) + " bytes: " + std::strerror(errno));
   }
   data_ = static_cast<const uint8_t*>(p);
 }
@@ -122,12 +122,11 @@ void check_spans(const MappedFile& file, const std::vector<TensorEntry>& tensors
     uint64_t end = 0;
     if (t.offset < data_begin || __builtin_add_overflow(t.offset, t.bytes, &end) ||
         end > data_end) {
-      fail(GK_INVALID_ARGUMENT, tensor_context(file, t.name) + ": its " +
-                                    std::to_string(t.bytes) + " bytes at file offset " +
-                                    std::to_string(t.offset) + " lie outside the data section " +
-                                    "(bytes " + std::to_string(data_begin) + ".." +
-                                    std::to_string(data_end) + " of " +
-                                    std::to_string(file.size()) + ")");
+      fail(GK_INVALID_ARGUMENT, tensor_context(file, t.name) + ": its " + std::to_string(t.bytes) +
+                                    " bytes at file offset " + std::to_string(t.offset) +
+                                    " lie outside the data section " + "(bytes " +
+                                    std::to_string(data_begin) + ".." + std::to_string(data_end) +
+                                    " of " + std::to_string(file.size()) + ")");
     }
   }
   std::vector<const TensorEntry*> order;
@@ -141,11 +140,10 @@ void check_spans(const MappedFile& file, const std::vector<TensorEntry>& tensors
     const TensorEntry& a = *order[i - 1];
     const TensorEntry& b = *order[i];
     if (b.offset < a.offset + a.bytes) {
-      fail(GK_INVALID_ARGUMENT, tensor_context(file, b.name) + ": its bytes " +
-                                    std::to_string(b.offset) + ".." +
-                                    std::to_string(b.offset + b.bytes) + " overlap tensor '" +
-                                    a.name + "' (bytes " + std::to_string(a.offset) + ".." +
-                                    std::to_string(a.offset + a.bytes) + ")");
+      fail(GK_INVALID_ARGUMENT,
+           tensor_context(file, b.name) + ": its bytes " + std::to_string(b.offset) + ".." +
+               std::to_string(b.offset + b.bytes) + " overlap tensor '" + a.name + "' (bytes " +
+               std::to_string(a.offset) + ".." + std::to_string(a.offset + a.bytes) + ")");
     }
   }
 }

@@ -38,13 +38,13 @@ class MappedFile {
 // One tensor as its file stores it.
 struct TensorEntry {
   std::string name;
-  int32_t dtype = 0;        // a gk dtype (block-quantized included), or 0 when GPUkit has none
-  std::string type_name;    // the file's name of its type: "BF16", "F8_E4M3", "Q5_0"
+  int32_t dtype = 0;      // a gk dtype (block-quantized included), or 0 when GPUkit has none
+  std::string type_name;  // the file's name of its type: "BF16", "F8_E4M3", "Q5_0"
   int32_t ndim = 0;
   int64_t shape[GK_MAX_DIMS] = {};  // row-major, innermost last
-  uint64_t bytes = 0;       // stored bytes
-  uint32_t file = 0;        // index of its file in the weight set
-  uint64_t offset = 0;      // where its bytes start in that file
+  uint64_t bytes = 0;               // stored bytes
+  uint32_t file = 0;                // index of its file in the weight set
+  uint64_t offset = 0;              // where its bytes start in that file
 };
 
 // The tensors of one file, in file order, and its metadata as JSON (an object).

@@ -24,7 +24,9 @@ constexpr size_t kMaxLoadThreads = 4;
 
 // The release callback of a cpu tensor over a mapping: the context is a heap-held
 // shared_ptr that keeps the mapping alive.
-void release_mapping(void* context) { delete static_cast<std::shared_ptr<MappedFile>*>(context); }
+void release_mapping(void* context) {
+  delete static_cast<std::shared_ptr<MappedFile>*>(context);
+}
 
 gk_tensor_desc desc_for(const TensorEntry& e, int32_t dtype) {
   gk_tensor_desc d{};
@@ -49,8 +51,8 @@ void check_conversion(const TensorEntry& e, int32_t dtype) {
                                "(dtype 0) but cannot be read");
   }
   if (dtype && !dtype_is_known(dtype)) {
-    fail(GK_INVALID_ARGUMENT, "dtype " + std::to_string(dtype) + " is not a gk_dtype (known: " +
-                                  all_dtype_names() + ")");
+    fail(GK_INVALID_ARGUMENT, "dtype " + std::to_string(dtype) +
+                                  " is not a gk_dtype (known: " + all_dtype_names() + ")");
   }
   if (dtype && !can_convert(e.dtype, dtype)) {
     fail(GK_INVALID_ARGUMENT, std::string("it is ") + dtype_name(e.dtype) + "; converting to " +
@@ -111,8 +113,8 @@ gk_tensor* WeightSet::produce(const TensorEntry& e, const Device& device, int32_
       uint32_t block_bytes = 0;
       const uint64_t block = dtype_block(e.dtype, &block_bytes);
       const uint64_t out_per_element = storage_bytes(dtype, block) / block;
-      const uint64_t chunk = std::max<uint64_t>(block, kUploadChunkBytes / out_per_element /
-                                                           block * block);
+      const uint64_t chunk =
+          std::max<uint64_t>(block, kUploadChunkBytes / out_per_element / block * block);
       std::vector<uint8_t> host(size_t(std::min(elements, chunk) * out_per_element));
       for (uint64_t first = 0; first < elements; first += chunk) {
         const uint64_t n = std::min(chunk, elements - first);

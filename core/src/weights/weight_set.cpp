@@ -115,8 +115,8 @@ void WeightSet::open_path() {
   }
   if (ggufs.size() == 1) return add_file(folder + ggufs[0], "gguf");
   if (ggufs.size() > 1) {
-    fail(GK_INVALID_ARGUMENT, path_ + ": holds several GGUF files (" + join_names(ggufs) +
-                                  "); open one of them");
+    fail(GK_INVALID_ARGUMENT,
+         path_ + ": holds several GGUF files (" + join_names(ggufs) + "); open one of them");
   }
   fail(GK_NOT_FOUND, path_ + ": the folder holds no model.safetensors.index.json, " +
                          ".safetensors or .gguf file");
@@ -131,12 +131,12 @@ void WeightSet::add_file(const std::string& path, const char* format) {
   format_ = std::strcmp(format, "gguf") == 0 ? "gguf" : "safetensors";
   const uint32_t index = uint32_t(files_.size());
   FileContents contents = std::strcmp(format_, "gguf") == 0 ? parse_gguf(*file, index)
-                                                             : parse_safetensors(*file, index);
+                                                            : parse_safetensors(*file, index);
   for (TensorEntry& e : contents.tensors) {
     auto [it, added] = by_name_.emplace(e.name, tensors_.size());
     if (!added) {
-      fail(GK_INVALID_ARGUMENT, tensor_context(*file, e.name) + ": also in " +
-                                    file_path(tensors_[it->second].file));
+      fail(GK_INVALID_ARGUMENT,
+           tensor_context(*file, e.name) + ": also in " + file_path(tensors_[it->second].file));
     }
     tensors_.push_back(std::move(e));
   }
@@ -155,8 +155,8 @@ void WeightSet::open_index(const std::string& index_path) {
   }
   const std::string_view text(reinterpret_cast<const char*>(index.data()), size_t(index.size()));
   if (json_depth(text) > kMaxIndexDepth) {
-    fail(GK_INVALID_ARGUMENT, index_path + ": the JSON nests deeper than " +
-                                  std::to_string(kMaxIndexDepth) + " levels");
+    fail(GK_INVALID_ARGUMENT,
+         index_path + ": the JSON nests deeper than " + std::to_string(kMaxIndexDepth) + " levels");
   }
   nlohmann::json j;
   try {
@@ -165,8 +165,8 @@ void WeightSet::open_index(const std::string& index_path) {
     fail(GK_INVALID_ARGUMENT, index_path + ": malformed JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-    fail(GK_INVALID_ARGUMENT, index_path + ": has no \"weight_map\" object (tensor name to " +
-                                  "shard file)");
+    fail(GK_INVALID_ARGUMENT,
+         index_path + ": has no \"weight_map\" object (tensor name to " + "shard file)");
   }
   const std::string folder = std::filesystem::path(index_path).parent_path().string();
   std::map<std::string, std::string> shard_of;  // tensor name → shard
@@ -209,8 +209,8 @@ void WeightSet::open_index(const std::string& index_path) {
     if (it == by_name_.end() || std::filesystem::path(held_by).filename().string() != shard) {
       fail(GK_INVALID_ARGUMENT,
            index_path + ": names tensor '" + name + "' in shard '" + shard + "', which " +
-               (it == by_name_.end() ? "does not hold it" : "does not hold it (" + held_by +
-                                                                " does)"));
+               (it == by_name_.end() ? "does not hold it"
+                                     : "does not hold it (" + held_by + " does)"));
     }
   }
 }
@@ -224,8 +224,8 @@ void WeightSet::fail_not_found(std::string_view name) const {
   const TensorEntry* closest = nullptr;
   size_t best = std::max<size_t>(3, name.size() / 4);  // suggest only near misses
   for (const TensorEntry& e : tensors_) {
-    const size_t gap = e.name.size() > name.size() ? e.name.size() - name.size()
-                                                   : name.size() - e.name.size();
+    const size_t gap =
+        e.name.size() > name.size() ? e.name.size() - name.size() : name.size() - e.name.size();
     if (gap >= best) continue;
     const size_t d = edit_distance(name, e.name);
     if (d < best) best = d, closest = &e;
@@ -235,6 +235,8 @@ void WeightSet::fail_not_found(std::string_view name) const {
   fail(GK_NOT_FOUND, message + "; it holds " + std::to_string(tensors_.size()) + " tensors");
 }
 
-std::string WeightSet::metadata_json() const { return json_text(metadata_); }
+std::string WeightSet::metadata_json() const {
+  return json_text(metadata_);
+}
 
 }  // namespace gk::weights
