@@ -633,6 +633,21 @@ TEST_F(PoolFixture, live_allocations_of_a_forgotten_stream_are_freed_in_the_defa
   pool->free(pressure, S2);
 }
 
+// A scheduler task's stream is not tracked by the pool, and a tensor made on it can outlive
+// it (exported through DLPack, say): its free must not name the dead handle either.
+TEST_F(PoolFixture, live_allocations_of_a_forgotten_untracked_stream_are_freed_in_the_default_order) {
+  PoolBlock* small = pool->allocate(1000, S1, nullptr);
+  PoolBlock* large = pool->allocate(3 * MiB, S1, nullptr);
+  pool->forget_stream(S1);  // as gk_stream_destroy does for a task's stream
+  pool->free(small, kOwnStream);
+  pool->free(large, kOwnStream);
+  std::vector<PoolBlock*> again = {pool->allocate(1000, S2, nullptr),
+                                   pool->allocate(3 * MiB, S2, nullptr)};
+  for (FakeEvent* e : state.events) EXPECT_NE(e->stream, S1) << "an event on a destroyed stream";
+  for (const auto& [waiting, e] : state.waits) EXPECT_NE(e->stream, S1);
+  for (PoolBlock* b : again) pool->free(b, S2);
+}
+
 TEST_F(PoolFixture, order_free_on_moves_a_live_blocks_free_to_another_stream) {
   pool->track_stream(S1);
   pool->track_stream(S2);

@@ -1013,6 +1013,8 @@ void MemoryPool::track_stream(cuda::CUstream stream) {
 void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
   if (!stream) return;  // the legacy default stream lives as long as the context
   std::lock_guard<SpinLock> guard(lock_);
+  // Tracked or not (a scheduler task's stream is not), live blocks must stop naming it.
+  unbind_stream(stream);
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
   PoolStream* ps = it->second.get();
@@ -1034,7 +1036,6 @@ void MemoryPool::forget_stream(cuda::CUstream stream) noexcept {
   for (const PoolStream::Epoch& e : ps->events) backend_->release_event(e.event);
   if (last_stream_ == ps) last_stream_ = nullptr;
   streams_.erase(it);
-  unbind_stream(stream);
 }
 
 // Live allocations whose free was ordered in `stream` (about to be destroyed, its work
