@@ -46,9 +46,23 @@ TEST_F(HardeningTest, tensor_create_refuses_shapes_whose_byte_size_wraps) {
   EXPECT_EQ(create(desc(GK_DTYPE_U8, {1 << 20, 1 << 20, 1 << 20, 1 << 20}), &t),
             GK_INVALID_ARGUMENT);
   EXPECT_EQ(t, nullptr);
-  // A zero dimension makes any other dimension harmless.
-  ASSERT_EQ(create(desc(GK_DTYPE_F32, {0, INT64_MAX}), &t), GK_OK) << last_error();
-  gk_tensor_release(t);
+  // An empty tensor still has strides: a 0-size dimension counts as 1 for the limit, so
+  // [0, 2^62] f32 (contiguous strides [2^62, 1], 2^64 bytes a step) is refused...
+  EXPECT_EQ(create(desc(GK_DTYPE_F32, {0, int64_t(1) << 62}), &t), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("a 0-size dimension counts as 1"), std::string::npos)
+      << last_error();
+  gk_tensor_desc forged = desc(GK_DTYPE_F32, {0, int64_t(1) << 40, int64_t(1) << 40});
+  char* json = nullptr;
+  EXPECT_EQ(gk_explain(rt(), "add", 0, &forged, 1, nullptr, 0, nullptr, 0, &json),
+            GK_INVALID_ARGUMENT);
+  // ... and a sane empty one works through an op.
+  ASSERT_EQ(create(desc(GK_DTYPE_F32, {0, 1 << 20}), &t), GK_OK) << last_error();
+  TensorPtr empty(t);
+  gk_tensor* inputs[] = {t};
+  gk_op_args args{sizeof(args), inputs, 1, nullptr, 0, nullptr, 0, nullptr};
+  gk_tensor* out = nullptr;
+  ASSERT_EQ(gk_op_call_alloc(rt(), "neg", &args, 1, &out, nullptr), GK_OK) << last_error();
+  gk_tensor_release(out);
 }
 
 TEST_F(HardeningTest, tensor_create_refuses_strides_that_reach_past_the_limit) {
@@ -75,6 +89,15 @@ TEST_F(HardeningTest, from_buffer_refuses_views_whose_reach_wraps_or_leaves_the_
   d.strides[1] = 1;
   EXPECT_EQ(gk_tensor_from_buffer(buffer, UINT64_MAX - 3, &d, &t), GK_OUT_OF_RANGE);
   EXPECT_EQ(gk_tensor_from_buffer(buffer, uint64_t(1) << 63, &d, &t), GK_OUT_OF_RANGE);
+  // A size-1 dimension reaches no byte whatever its stride, but kernels still multiply the
+  // stride by the element size.
+  gk_tensor_desc one = desc(GK_DTYPE_F32, {1, 2});
+  one.has_strides = 1;
+  one.strides[0] = int64_t(1) << 62;
+  one.strides[1] = 1;
+  EXPECT_EQ(gk_tensor_from_buffer(buffer, 0, &one, &t), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("step or reach more than 2^62 bytes"), std::string::npos)
+      << last_error();
   d.strides[0] = -2;  // reaches 8 bytes before the first element
   EXPECT_EQ(gk_tensor_from_buffer(buffer, 4, &d, &t), GK_OUT_OF_RANGE);
   EXPECT_EQ(gk_tensor_from_buffer(buffer, 8, &d, &t), GK_OK) << last_error();
@@ -225,6 +248,18 @@ TEST_F(HardeningTest, dlpack_import_refuses_shapes_whose_element_count_wraps) {
   EXPECT_NE(last_error().find("more than 2^62 bytes"), std::string::npos) << last_error();
   EXPECT_EQ(gk_tensor_from_dlpack(rt(), &f.legacy, &t), GK_INVALID_ARGUMENT);
   EXPECT_EQ(f.deletes, 0);  // a refused import leaves the tensor to the caller
+}
+
+TEST_F(HardeningTest, dlpack_import_refuses_a_byte_offset_that_wraps_the_address) {
+  ForeignTensor f({2});
+  f.versioned.dl_tensor.byte_offset = UINT64_MAX - 3;  // data + offset was data - 4 before
+  gk_tensor* t = nullptr;
+  EXPECT_EQ(gk_tensor_from_dlpack_versioned(rt(), &f.versioned, &t), GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("wraps past the address space"), std::string::npos)
+      << last_error();
+  f.legacy.dl_tensor.byte_offset = UINT64_MAX;
+  f.legacy.dl_tensor.shape[0] = 0;  // empty, but the address is still computed
+  EXPECT_EQ(gk_tensor_from_dlpack(rt(), &f.legacy, &t), GK_INVALID_ARGUMENT);
 }
 
 TEST_F(HardeningTest, dlpack_import_checks_an_out_of_range_device_type_as_an_integer) {

@@ -859,7 +859,9 @@ typedef struct gk_weights_options {
    * name>" (it shows in gk_memory_snapshot_json). Must outlive the weights. */
   gk_memory_owner* owner;
   /* Called during gk_weights_load with the stored bytes done and the total, on the thread
-   * that called gk_weights_load, last with done == total on success; NULL for none. */
+   * that called gk_weights_load, last with done == total on success; NULL for none. The
+   * struct is copied by gk_weights_open; the callback and its user data must stay valid
+   * until gk_weights_close. */
   void (*progress)(void* user_data, uint64_t done_bytes, uint64_t total_bytes);
   void* progress_user_data;
 } gk_weights_options;

@@ -584,16 +584,34 @@ bool same_shape(const gk_tensor_desc& a, const gk_tensor_desc& b) {
 
 namespace {
 
-// |stride| * (dim - 1) * size summed over the dims, in unsigned 64 bits; false on overflow
-// or past kMaxTensorBytes.
+// Each |stride| * size within kMaxTensorBytes (kernels multiply strides by the element size,
+// whatever the dimension), and, unless the view is empty, |stride| * (dim - 1) * size summed
+// over the dims too. Unsigned 64 bits; false on overflow.
 bool reach_fits(int32_t ndim, const int64_t* shape, const int64_t* strides, uint64_t size) {
+  const uint64_t limit = uint64_t(kMaxTensorBytes);
+  bool empty = false;
+  for (int32_t k = 0; k < ndim; ++k) empty |= shape[k] == 0;
   uint64_t reach = 0;
   for (int32_t k = 0; k < ndim; ++k) {
     const uint64_t magnitude = strides[k] < 0 ? 0 - uint64_t(strides[k]) : uint64_t(strides[k]);
-    uint64_t r;
-    if (__builtin_mul_overflow(magnitude, uint64_t(shape[k] - 1), &r) ||
-        __builtin_mul_overflow(r, size, &r) || __builtin_add_overflow(reach, r, &reach) ||
-        reach > uint64_t(kMaxTensorBytes)) {
+    uint64_t step, r;
+    if (__builtin_mul_overflow(magnitude, size, &step) || step > limit) return false;
+    if (empty) continue;
+    if (__builtin_mul_overflow(step, uint64_t(shape[k] - 1), &r) ||
+        __builtin_add_overflow(reach, r, &reach) || reach > limit) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The product of the dims with a 0-size dim counted as 1, times `unit`, within `limit`: it
+// bounds the element count and every contiguous stride, also of an empty tensor.
+bool span_fits(int32_t ndim, const int64_t* shape, uint64_t unit, uint64_t limit) {
+  uint64_t span = unit;
+  for (int32_t k = 0; k < ndim; ++k) {
+    if (__builtin_mul_overflow(span, uint64_t(std::max<int64_t>(shape[k], 1)), &span) ||
+        span > limit) {
       return false;
     }
   }
@@ -607,13 +625,11 @@ const char* packed_problem(int32_t dtype, int32_t ndim, const int64_t* shape,
                            const int64_t* strides) {
   uint32_t block_bytes = 0;
   const uint32_t block = dtype_block(dtype, &block_bytes);
-  uint64_t elements = 1;
-  bool empty = false, over = false;
-  for (int32_t k = 0; k < ndim; ++k) {
-    empty |= shape[k] == 0;
-    over |= __builtin_mul_overflow(elements, uint64_t(shape[k]), &elements);
-  }
   if (ndim == 0 || shape[ndim - 1] % block != 0) return "innermost";
+  // Whole blocks of the span, so that the strides below cannot overflow either.
+  if (!span_fits(ndim, shape, 1, uint64_t(kMaxTensorBytes) / block_bytes * block)) {
+    return "bytes";
+  }
   if (strides) {
     int64_t expected = 1;
     for (int32_t k = ndim - 1; k >= 0; --k) {
@@ -621,8 +637,6 @@ const char* packed_problem(int32_t dtype, int32_t ndim, const int64_t* shape,
       expected *= std::max<int64_t>(shape[k], 1);
     }
   }
-  if (empty) return nullptr;
-  if (over || elements / block > uint64_t(kMaxTensorBytes) / block_bytes) return "bytes";
   return nullptr;
 }
 
@@ -638,16 +652,10 @@ bool layout_fits(int32_t dtype, int32_t ndim, const int64_t* shape, const int64_
     return packed_problem(dtype, ndim, shape, strides) == nullptr;
   }
   if (ndim < 0 || ndim > GK_MAX_DIMS) return false;
-  uint64_t bytes = size;
-  bool empty = false, over = false;
   for (int32_t k = 0; k < ndim; ++k) {
     if (shape[k] < 0) return false;
-    empty |= shape[k] == 0;
-    // Unsigned 64-bit products: any overflow is past the limit by far.
-    over |= __builtin_mul_overflow(bytes, uint64_t(shape[k]), &bytes);
   }
-  if (empty) return true;
-  if (over || bytes > uint64_t(kMaxTensorBytes)) return false;
+  if (!span_fits(ndim, shape, size, uint64_t(kMaxTensorBytes))) return false;
   return !strides || reach_fits(ndim, shape, strides, size);
 }
 
@@ -695,12 +703,13 @@ void check_layout(int32_t dtype, int32_t ndim, const int64_t* shape, const int64
     std::string text = "[";
     for (int32_t k = 0; k < ndim; ++k) text += (k ? ", " : "") + std::to_string(strides[k]);
     fail(GK_INVALID_ARGUMENT, std::string(context) + ": strides " + text + "] over shape " +
-                                  shape_text(shown) + " reach more than 2^62 bytes past the " +
-                                  "first element (kMaxTensorBytes, the largest tensor)");
+                                  shape_text(shown) + " step or reach more than 2^62 bytes " +
+                                  "(kMaxTensorBytes, the largest tensor)");
   }
   fail(GK_INVALID_ARGUMENT, std::string(context) + ": shape " + shape_text(shown) + " of " +
                                 dtype_name(dtype) + " holds more than 2^62 bytes " +
-                                "(kMaxTensorBytes, the largest tensor)");
+                                "(kMaxTensorBytes, the largest tensor; a 0-size dimension " +
+                                "counts as 1, since it still sets the strides)");
 }
 
 void check_desc(const gk_tensor_desc& desc, std::string_view context) {

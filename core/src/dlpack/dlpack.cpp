@@ -176,6 +176,14 @@ const Device& device_of(const Runtime& rt, const DLDevice& d, const char* functi
        std::string(function) + ": data is NULL for " + std::to_string(count) + " elements");
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] void fail_dl_offset(const char* function, const void* data,
+                                                           uint64_t byte_offset) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", data);
+  fail(GK_INVALID_ARGUMENT, std::string(function) + ": data " + text + " + byte_offset " +
+                                std::to_string(byte_offset) + " wraps past the address space");
+}
+
 // The gk dtype of a DLPack dtype, or 0: the inverse of kDLPackCodes, searched (f32 is its
 // first entry).
 int32_t gk_dtype_of(const DLDataType& t) {
@@ -204,14 +212,15 @@ int32_t gk_dtype_of(const DLDataType& t) {
   }
   if (!t.strides) contiguous_strides(out.ndim, out.shape, out.strides);
   out.flags = read_only ? GK_TENSOR_READ_ONLY : 0;
-  char* p = static_cast<char*>(t.data);
-  if (count > 0) {
-    if (!p) fail_dl_null_data(function, count);
-    p += t.byte_offset;
-    require_aligned(p, out.dtype, function);
-  } else if (p) {
-    p += t.byte_offset;
+  // The address in integers: data + byte_offset must not wrap (pointer arithmetic past the
+  // producer's object would be undefined, and the result wild).
+  uintptr_t address = reinterpret_cast<uintptr_t>(t.data);
+  if (count > 0 && !t.data) fail_dl_null_data(function, count);
+  if (t.data && __builtin_add_overflow(address, t.byte_offset, &address)) {
+    fail_dl_offset(function, t.data, t.byte_offset);
   }
+  char* p = reinterpret_cast<char*>(address);
+  if (count > 0) require_aligned(p, out.dtype, function);
   out.data = p;
 }
 
