@@ -549,8 +549,11 @@ cudaError_t launch_tiled(const Layout& l, int da, int db, void* out, const void*
     p.staged[k] = k > 0 && p.stride_a[k] == 1;
   }
   // Pairs: both sizes even, and every paired access (staged inputs along a, out along b)
-  // starts on an even element of an aligned pointer.
-  bool paired = p.size_a % 2 == 0 && p.size_b % 2 == 0;
+  // starts on an even element of an aligned pointer; and the 64 x 64 tiles of every staged
+  // input fit the 48 KiB of static shared memory (two 8-byte inputs do not).
+  constexpr bool kPairedFits =
+      sizeof(typename Fn::In) * Fn::kInputs * (2 * kTile) * (2 * kTile + 1) <= 48 * 1024;
+  bool paired = kPairedFits && p.size_a % 2 == 0 && p.size_b % 2 == 0;
   const void* ptrs[3] = {out, in0, in1};
   const size_t esize[3] = {sizeof(typename Fn::Out), sizeof(typename Fn::In),
                            sizeof(typename Fn::In)};
@@ -567,11 +570,13 @@ cudaError_t launch_tiled(const Layout& l, int da, int db, void* out, const void*
   p.num_tiles = items * p.tiles_a * p.tiles_b;
   if (p.num_tiles == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(p.num_tiles < (1 << 20) ? p.num_tiles : (1 << 20));
-  if (paired) {
-    elementwise_tiled_kernel<Fn, 2><<<grid, kTile * kTileRows, 0, stream>>>(p);
-  } else {
-    elementwise_tiled_kernel<Fn, 1><<<grid, kTile * kTileRows, 0, stream>>>(p);
+  if constexpr (kPairedFits) {
+    if (paired) {
+      elementwise_tiled_kernel<Fn, 2><<<grid, kTile * kTileRows, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
   }
+  elementwise_tiled_kernel<Fn, 1><<<grid, kTile * kTileRows, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
