@@ -148,6 +148,25 @@ TEST_F(HardeningTest, op_outputs_that_outgrow_their_inputs_are_refused) {
   EXPECT_EQ(json, nullptr);
 }
 
+TEST_F(HardeningTest, ops_whose_outputs_are_empty_launch_nothing) {
+  // 2^40 rows of nothing: the cpu kernel walked every row before.
+  TensorPtr x = make_tensor(rt(), GK_DTYPE_F32, {int64_t(1) << 40, 0});
+  gk_tensor* inputs[] = {x.get()};
+  gk_attr axis{"axis", GK_ATTR_INT, 0, {.i = 1}};
+  gk_op_args args{sizeof(args), inputs, 1, nullptr, 0, &axis, 1, nullptr};
+  gk_tensor* out = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(gk_op_call_alloc(rt(), "softmax", &args, 1, &out, nullptr), GK_OK) << last_error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  gk_tensor_release(out);
+  // The op's rules still apply when its outputs are empty.
+  TensorPtr small = make_tensor(rt(), GK_DTYPE_F32, {0, 4});
+  inputs[0] = small.get();
+  gk_attr bad{"axis", GK_ATTR_INT, 0, {.i = 5}};
+  args.attrs = &bad;
+  EXPECT_EQ(gk_op_call_alloc(rt(), "softmax", &args, 1, &out, nullptr), GK_INVALID_ARGUMENT);
+}
+
 // ---- gk_explain's descriptors ----
 
 TEST_F(HardeningTest, explain_refuses_invalid_descriptors) {

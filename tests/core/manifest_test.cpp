@@ -170,6 +170,15 @@ TEST_F(ManifestTest, a_second_yaml_document_is_refused) {
   EXPECT_NE(error_of(text).find("a second YAML document"), std::string::npos) << error_of(text);
 }
 
+TEST_F(ManifestTest, malformed_text_that_never_ended_yaml_cpp_load_all_is_refused) {
+  EXPECT_FALSE(error_of("- a: 1\n, name: x\n").empty());
+  // A leading document marker and comments are fine; a trailing end marker is a second one.
+  std::string text = std::string("# comment\n---\n") + kValid;
+  EXPECT_EQ(read_manifest(write(text)).name, "matmul_sm90");
+  EXPECT_NE(error_of(std::string(kValid) + "...\n").find(":12: a second YAML document"),
+            std::string::npos);
+}
+
 TEST_F(ManifestTest, an_oversized_manifest_is_refused_before_parsing) {
   std::string text = std::string(kValid) + "# " + std::string(kMaxManifestBytes, 'x') + "\n";
   EXPECT_NE(error_of(text).find("a manifest is at most"), std::string::npos);

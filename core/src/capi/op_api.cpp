@@ -270,6 +270,12 @@ void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_str
     cached = decision.chosen;
     if (key) rt.dispatch_cache().add(*key, cached);
   }
+  // Every output empty: nothing to write, so nothing to launch (the plugin was still chosen,
+  // so an op no plugin serves is refused alike). Kernels would otherwise walk the rows of an
+  // input such as [2^40, 0] doing nothing.
+  bool empty = true;
+  for (size_t i = 0; i < num_outputs && empty; ++i) empty = numel(output_descs.span()[i]) == 0;
+  if (empty && num_outputs > 0) return;
   const PluginRecord& plugin = *cached;
   take_plugin_error();
   gk_status status = plugin.api->launch(plugin.state, &kargs);

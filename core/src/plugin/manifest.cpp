@@ -193,15 +193,31 @@ std::string Manifest::sm_text() const {
 Manifest read_manifest(const std::string& path) {
   Reader r(path);
   const std::string text = read_manifest_text(path);
-  YAML::Node root;
-  try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      int line = documents[1].Mark().is_null() ? 0 : documents[1].Mark().line + 1;
-      fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(line) +
+  // One document: a "---" or "..." line after the content starts another (which YAML::Load
+  // would ignore). Checked on the text: yaml-cpp's LoadAll does not terminate on some
+  // malformed input.
+  bool content = false;
+  int line_no = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + at, end - at);
+    ++line_no;
+    at = end + 1;
+    const bool marker = (line.substr(0, 3) == "---" || line.substr(0, 3) == "...") &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker && content) {
+      fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(line_no) +
                                     ": a second YAML document; a manifest is one document");
     }
-    if (!documents.empty()) root = documents[0];
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (!marker && first != std::string_view::npos && line[first] != '#' && line[0] != '%') {
+      content = true;
+    }
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     fail(GK_INVALID_ARGUMENT, path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }
