@@ -1,4 +1,6 @@
 """GPUArray on the cpu device against NumPy: creation, views, dtypes, ops, errors."""
+import json
+
 import numpy as np
 import pytest
 
@@ -247,3 +249,15 @@ def test_shapes_past_int64_are_refused_before_the_c_call(make):
         make((2.5,))
     assert make((3, 0), dtype=np.float64).shape == (3, 0)
     assert make((3, 2), dtype=np.float64).nbytes == 48
+
+
+def test_plugin_views_survive_manifest_fields_that_are_not_utf8(tmp_path):
+    # A broken plugin's manifest with Latin-1 bytes: listed with U+FFFD, never an exception.
+    (tmp_path / "latin.yaml").write_bytes(
+        b"schema: 1\nname: latin\nversion: 1.0.\xe9\nplugin_abi: \"1.0\"\n"
+        b"library: missing.so\nfamily: caf\xe9\ndevice: cpu\npriority: 1\n"
+        b"ops:\n  - {name: neg, dtypes: [f32]}\n")
+    rt = gpukit.Runtime(devices="cpu", plugin_path=str(tmp_path), ignore_environment=True)
+    latin = [p for p in rt.plugins() if p["name"] == "latin"]
+    assert latin and latin[0]["family"] == "caf\ufffd" and not latin[0]["loaded"]
+    assert "latin" in json.dumps(rt.info())

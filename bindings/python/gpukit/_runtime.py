@@ -114,7 +114,9 @@ class Runtime:
         for i in range(lib.gk_plugin_count(self._ptr)):
             info.struct_size = ffi.sizeof("gk_plugin_info")
             check(lib.gk_plugin_get(self._ptr, i, info))
-            s = lambda p: ffi.string(p).decode() if p != ffi.NULL else None  # noqa: E731
+            # Manifest fields are bytes from a file: any that are not UTF-8 are replaced.
+            s = lambda p: (ffi.string(p).decode("utf-8", "replace")  # noqa: E731
+                           if p != ffi.NULL else None)
             out.append({"name": s(info.name), "version": s(info.version),
                         "family": s(info.family), "manifest_path": s(info.manifest_path),
                         "library_path": s(info.library_path), "loaded": bool(info.loaded),
