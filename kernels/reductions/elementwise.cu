@@ -716,17 +716,23 @@ cudaError_t unary_typed(const TensorRef& x, const TensorRef& out, cudaStream_t s
   });
 }
 
+// Two inputs broadcast to `out`, their layouts coalesced, launched as Fn.
+template <typename Fn>
+cudaError_t launch_two_inputs(const TensorRef& a, const TensorRef& b, const TensorRef& out,
+                              cudaStream_t stream) {
+  int64_t s[3][kMaxDims];
+  for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
+  broadcast_strides(a, out, s[1]);
+  broadcast_strides(b, out, s[2]);
+  const Layout l = coalesce(out, s, 3);
+  return launch_layout<Fn>(l, out.data, a.data, b.data, stream);
+}
+
 template <BinaryOp kOp>
 cudaError_t binary_typed(const TensorRef& a, const TensorRef& b, const TensorRef& out,
                          cudaStream_t stream) {
   return with_float_type(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    int64_t s[3][kMaxDims];
-    for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
-    broadcast_strides(a, out, s[1]);
-    broadcast_strides(b, out, s[2]);
-    const Layout l = coalesce(out, s, 3);
-    return launch_layout<BinaryFn<T, kOp>>(l, out.data, a.data, b.data, stream);
+    return launch_two_inputs<BinaryFn<decltype(tag), kOp>>(a, b, out, stream);
   });
 }
 
@@ -734,13 +740,7 @@ template <CompareOp kOp>
 cudaError_t compare_typed(const TensorRef& a, const TensorRef& b, const TensorRef& out,
                           cudaStream_t stream) {
   return with_compare_type(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    int64_t s[3][kMaxDims];
-    for (int d = 0; d < out.ndim; ++d) s[0][d] = out.strides[d];
-    broadcast_strides(a, out, s[1]);
-    broadcast_strides(b, out, s[2]);
-    const Layout l = coalesce(out, s, 3);
-    return launch_layout<CompareFn<T, kOp>>(l, out.data, a.data, b.data, stream);
+    return launch_two_inputs<CompareFn<decltype(tag), kOp>>(a, b, out, stream);
   });
 }
 

@@ -67,6 +67,32 @@ gk_status check_broadcast(const gk_kernel_args& args, const gk_plugin_tensor& a,
               shape_string(b), " do not broadcast to output ", shape_string(out));
 }
 
+// The checks of an op with inputs 'a' and 'b' and output 'out' before it runs: the inputs
+// broadcast to the output, and each tensor has its data.
+gk_status check_two_inputs(const gk_kernel_args& args, std::string& message) {
+  const gk_plugin_tensor& a = args.inputs[0];
+  const gk_plugin_tensor& b = args.inputs[1];
+  const gk_plugin_tensor& out = args.outputs[0];
+  if (gk_status s = check_broadcast(args, a, b, out, message)) return s;
+  if (gk_status s = check_data(args, a, "input 'a'", message)) return s;
+  if (gk_status s = check_data(args, b, "input 'b'", message)) return s;
+  return check_data(args, out, "output 'out'", message);
+}
+
+// Operand 0 of `loop` the output (`out_size`-byte elements), 1 and 2 the inputs broadcast to
+// it (`in_size`-byte elements).
+template <size_t N>
+void set_two_input_operands(NdLoop<N>& loop, const gk_plugin_tensor& a, const gk_plugin_tensor& b,
+                            const gk_plugin_tensor& out, size_t in_size, size_t out_size) {
+  int64_t strides[3][kMaxDims];
+  byte_strides(out, out_size, strides[0]);
+  broadcast_byte_strides(a, in_size, out.ndim, out.shape, strides[1]);
+  broadcast_byte_strides(b, in_size, out.ndim, out.shape, strides[2]);
+  loop.set_operand(0, out.data, strides[0]);
+  loop.set_operand(1, a.data, strides[1]);
+  loop.set_operand(2, b.data, strides[2]);
+}
+
 // ----------------------------------------------------------------------------------------
 // Binary ops.
 
@@ -94,10 +120,7 @@ gk_status run_binary(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& a = args.inputs[0];
   const gk_plugin_tensor& b = args.inputs[1];
   const gk_plugin_tensor& out = args.outputs[0];
-  if (gk_status s = check_broadcast(args, a, b, out, message)) return s;
-  if (gk_status s = check_data(args, a, "input 'a'", message)) return s;
-  if (gk_status s = check_data(args, b, "input 'b'", message)) return s;
-  if (gk_status s = check_data(args, out, "output 'out'", message)) return s;
+  if (gk_status s = check_two_inputs(args, message)) return s;
   return visit_numeric(
       a.dtype,
       [&](auto tag) -> gk_status {
@@ -106,14 +129,8 @@ gk_status run_binary(const gk_kernel_args& args, std::string& message) {
           return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': integer dtype ",
                       dtype_name(a.dtype));
         } else {
-          int64_t strides[3][kMaxDims];
-          byte_strides(out, sizeof(T), strides[0]);
-          broadcast_byte_strides(a, sizeof(T), out.ndim, out.shape, strides[1]);
-          broadcast_byte_strides(b, sizeof(T), out.ndim, out.shape, strides[2]);
           NdLoop<3> loop(out.ndim, out.shape);
-          loop.set_operand(0, out.data, strides[0]);
-          loop.set_operand(1, a.data, strides[1]);
-          loop.set_operand(2, b.data, strides[2]);
+          set_two_input_operands(loop, a, b, out, sizeof(T), sizeof(T));
           map_binary<T>(loop, [](auto x, auto y) { return binary_apply<K>(x, y); });
           return GK_OK;
         }
@@ -183,20 +200,11 @@ gk_status run_compare(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& a = args.inputs[0];
   const gk_plugin_tensor& b = args.inputs[1];
   const gk_plugin_tensor& out = args.outputs[0];
-  if (gk_status s = check_broadcast(args, a, b, out, message)) return s;
-  if (gk_status s = check_data(args, a, "input 'a'", message)) return s;
-  if (gk_status s = check_data(args, b, "input 'b'", message)) return s;
-  if (gk_status s = check_data(args, out, "output 'out'", message)) return s;
+  if (gk_status s = check_two_inputs(args, message)) return s;
   auto run = [&](auto tag, auto f) -> gk_status {
     using T = typename decltype(tag)::type;
-    int64_t strides[3][kMaxDims];
-    byte_strides(out, 1, strides[0]);
-    broadcast_byte_strides(a, sizeof(T), out.ndim, out.shape, strides[1]);
-    broadcast_byte_strides(b, sizeof(T), out.ndim, out.shape, strides[2]);
     NdLoop<3> loop(out.ndim, out.shape);
-    loop.set_operand(0, out.data, strides[0]);
-    loop.set_operand(1, a.data, strides[1]);
-    loop.set_operand(2, b.data, strides[2]);
+    set_two_input_operands(loop, a, b, out, sizeof(T), 1);
     map_compare<T>(loop, f);
     return GK_OK;
   };
