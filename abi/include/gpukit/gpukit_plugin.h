@@ -145,7 +145,7 @@ typedef struct gk_plugin_api {
 
   /* Accepts (GK_OK) or declines (GK_UNIMPLEMENTED, with a reason written into
    * reason[0 .. reason_capacity-1], NUL-terminated) a call. When accepting, it may write
-   * a short note on how it will serve the call (gk_op_explain shows it), or leave
+   * a short note on how it will serve the call (gk_explain shows it), or leave
    * reason[0] as it was given, NUL. Tensor data may be NULL:
    * decide on dtypes, shapes, strides, attributes and the device only. The core has
    * already checked the op's own rules (argument count, shapes, dtypes agree). Any
