@@ -238,6 +238,16 @@ int cmd_info(const GlobalOptions& g, bool json) {
                 d.plugins_eligible ? "eligible" : (cuda ? "not eligible" : "cpu"), d.note});
   }
   dt.print(std::cout);
+  // Without a CUDA device, why not: the line the library logs once, at info level.
+  char* info = nullptr;
+  if (devices.size() == 1 && gk_runtime_info_json(rt.get(), &info) == GK_OK) {
+    GkString owned(info);
+    const nlohmann::json j = nlohmann::json::parse(info, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.contains("cuda_absent_reason")) {
+      std::cout << "No CUDA device in use: " << j["cuda_absent_reason"].get<std::string>()
+                << "\n";
+    }
+  }
 
   const auto plugins = plugins_of(rt.get());
   int loaded = 0;

@@ -65,6 +65,25 @@ TEST(Runtime, cpu_selection_gives_the_cpu_device_alone_with_one_log_line) {
   EXPECT_TRUE(log.contains("using the cpu device only")) << "no device log line";
 }
 
+TEST(Runtime, default_options_log_warnings_only_and_info_json_says_why_no_cuda) {
+  LogCapture log;
+  gk_runtime_options o = GK_RUNTIME_OPTIONS_INIT;  // the default level
+  o.flags = GK_RUNTIME_IGNORE_ENVIRONMENT | GK_RUNTIME_NO_DEFAULT_PLUGINS;
+  o.devices = "cpu";
+  o.plugin_path = GPUKIT_TEST_MANIFESTS;
+  o.log_fn = &LogCapture::sink;
+  o.log_user_data = &log;
+  RuntimePtr rt = make_runtime(o);
+  EXPECT_TRUE(log.lines.empty()) << "logged at the default level: " << log.lines.front();
+  char* json = nullptr;
+  ASSERT_EQ(gk_runtime_info_json(rt.get(), &json), GK_OK) << last_error();
+  EXPECT_NE(std::string(json).find("\"cuda_absent_reason\""), std::string::npos) << json;
+  gk_string_free(json);
+  o.log_level = GK_LOG_INFO;
+  RuntimePtr verbose = make_runtime(o);
+  EXPECT_TRUE(log.contains("using the cpu device only"));
+}
+
 TEST(Runtime, unknown_device_id_names_the_id_and_the_count) {
   RuntimePtr rt = make_runtime(test_options());
   gk_device_props p{};

@@ -140,14 +140,17 @@ typedef struct gk_runtime_options {
   const char* plugins_disable;
   gk_log_fn log_fn;        /* NULL: log lines go to stderr */
   void* log_user_data;
-  int32_t log_level;       /* lowest level logged; GPUKIT_LOG_LEVEL overrides */
+  /* Lowest level logged; GPUKIT_LOG_LEVEL overrides. GK_RUNTIME_OPTIONS_INIT (and NULL
+   * options) log warnings and errors only: "no CUDA device, using the cpu device" is an
+   * info line (gk_runtime_info_json's cuda_absent_reason says it too). */
+  int32_t log_level;
 } gk_runtime_options;
 
 #define GK_RUNTIME_OPTIONS_SIZE GK_STRUCT_SIZE(gk_runtime_options, log_level)
 
 /* Options with every field at its default, for the caller's header version. */
 #define GK_RUNTIME_OPTIONS_INIT \
-  { sizeof(gk_runtime_options), GK_ABI_VERSION, 0u, NULL, NULL, NULL, NULL, NULL, GK_LOG_INFO }
+  { sizeof(gk_runtime_options), GK_ABI_VERSION, 0u, NULL, NULL, NULL, NULL, NULL, GK_LOG_WARNING }
 
 /* Creates a runtime: discovers devices, reads manifests and loads plugins. A broken
  * plugin is skipped with its reason (see gk_plugin_get), never fails the call.

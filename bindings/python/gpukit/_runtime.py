@@ -64,7 +64,7 @@ class Runtime:
         opts.devices = cstr(devices)
         opts.plugin_path = cstr(plugin_path)
         opts.plugins_disable = cstr(plugins_disable)
-        opts.log_level = lib.GK_LOG_INFO if log_level is None else log_level
+        opts.log_level = lib.GK_LOG_WARNING if log_level is None else log_level
         out = ffi.new("gk_runtime**")
         check(lib.gk_runtime_create(opts, out))
         self._ptr = ffi.gc(out[0], lib.gk_runtime_destroy)

@@ -24,7 +24,7 @@ struct RuntimeConfig {
   std::string devices = "all";
   std::vector<std::string> plugin_folders;
   std::vector<std::string> disabled_plugins;  // globs
-  int32_t log_level = GK_LOG_INFO;
+  int32_t log_level = GK_LOG_WARNING;  // quiet by default: warnings and errors only
   TransferTuning transfer;  // GPUKIT_TRANSFER_* unless the environment is ignored
   gk_log_fn log_fn = nullptr;
   void* log_user_data = nullptr;
