@@ -15,7 +15,8 @@
 #   make tsan   the core tests labelled core_threads under ThreadSanitizer (build-tsan).
 #
 # Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, FUZZ_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
-#        the main build), FUZZ_SECONDS (per fuzz target; default 60), SKIP_DEPS=1 (do not
+#        the main build), FUZZ_SECONDS (per fuzz target; default 60), FUZZ_SEED (1; 0 for a
+#        new seed each run), SKIP_DEPS=1 (do not
 #        check/install packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, GPUKIT_CUDA=ON|OFF
 #        (make demo: build the CUDA plugins or not; default: ON when nvidia-smi lists a GPU).
 
@@ -29,6 +30,9 @@ ASAN_DIR   ?= build-asan
 FUZZ_DIR   ?= build-fuzz
 TSAN_DIR   ?= build-tsan
 FUZZ_SECONDS ?= 60
+# The mutation sequence's seed: fixed, so a CI run repeats the inputs of the last one (and as
+# many more as its time allows); FUZZ_SEED=0 takes a new one each run, for exploring.
+FUZZ_SEED ?= 1
 CMAKE_ARGS ?=
 # CI has nvcc but no GPU: compiling every CUDA source once, for one architecture, proves it
 # builds; the GPU machine and releases build the full list (GPUKIT_CUDA_ARCHITECTURES).
@@ -198,7 +202,7 @@ ifneq ($(SKIP_FUZZ),1)
 	  echo "==> fuzz_$$t for $(FUZZ_SECONDS) s (log: $$work/$$t.log)"; \
 	  rc=0; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    timeout -s KILL $$(( $(FUZZ_SECONDS) + 120 )) \
-	    "$(FUZZ_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    "$(FUZZ_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -timeout=30 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict \
 	      -artifact_prefix="$$work/artifacts/$$t/" "$$work/corpus/$$t" "tests/fuzz/corpus/$$t" \
 	      > "$$work/$$t.log" 2>&1 || rc=$$?; \

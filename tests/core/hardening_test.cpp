@@ -55,6 +55,11 @@ TEST_F(HardeningTest, tensor_create_refuses_shapes_whose_byte_size_wraps) {
   char* json = nullptr;
   EXPECT_EQ(gk_explain(rt(), "add", 0, &forged, 1, nullptr, 0, nullptr, 0, &json),
             GK_INVALID_ARGUMENT);
+  // An empty tensor is contiguous: its no bytes copy out.
+  ASSERT_EQ(create(desc(GK_DTYPE_F32, {0, 0}), &t), GK_OK) << last_error();
+  float none[1];
+  EXPECT_EQ(gk_copy_to_host(t, none, 0, nullptr), GK_OK) << last_error();
+  gk_tensor_release(t);
   // ... and a sane empty one works through an op.
   ASSERT_EQ(create(desc(GK_DTYPE_F32, {0, 1 << 20}), &t), GK_OK) << last_error();
   TensorPtr empty(t);

@@ -46,6 +46,7 @@ void read_tensor(gk_weights* weights, const gk_weight_info& info, int32_t dtype)
   std::vector<unsigned char> host(size_t(elements / block * block_bytes));
   // Copies need a contiguous tensor, which every weight is.
   if (gk_copy_to_host(t, host.data(), host.size(), nullptr) != GK_OK) {
+    std::fprintf(stderr, "fuzz: %s\n", gk_last_error());
     contract_broken("gk_copy_to_host of a weight tensor failed");
   }
   gk_tensor_release(t);

@@ -85,8 +85,13 @@ gk_tensor_desc checked_desc(const gk_tensor_desc* desc, const char* function) {
   return d;
 }
 
+// Row-major with no gaps. A tensor with no element is contiguous whatever its strides (its
+// bytes are none), as one with a 0-size dimension made by gk_tensor_create must be.
 bool is_contiguous(const gk_tensor& t) {
   int64_t expected = 1;
+  for (int32_t k = t.ndim - 1; k >= 0; --k) {
+    if (t.shape[k] == 0) return true;
+  }
   for (int32_t k = t.ndim - 1; k >= 0; --k) {
     if (t.shape[k] != 1 && t.strides[k] != expected) return false;
     expected *= t.shape[k];

@@ -739,10 +739,14 @@ void fill_contiguous_strides(gk_tensor_desc* desc) {
 }
 
 void contiguous_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
+  // Saturated at INT64_MAX: the op rules fill the strides of an inferred output before
+  // check_layout refuses one too large, and that must not overflow first.
   int64_t stride = 1;
   for (int32_t k = ndim - 1; k >= 0; --k) {
     strides[k] = stride;
-    stride *= std::max<int64_t>(shape[k], 1);
+    if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[k], 1), &stride)) {
+      stride = INT64_MAX;
+    }
   }
 }
 
