@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/dtype.h"
+#include "common/edit_distance.h"
 #include "common/error.h"
 
 namespace gk {
@@ -27,22 +28,6 @@ std::string dtype_list(const std::vector<int32_t>& dtypes) {
 
 std::vector<int64_t> dims(const gk_tensor_desc& d) {
   return std::vector<int64_t>(d.shape, d.shape + d.ndim);
-}
-
-// Levenshtein distance, for "did you mean".
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // NumPy broadcasting of two shapes.

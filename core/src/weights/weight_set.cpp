@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/edit_distance.h"
 #include "common/error.h"
 #include "common/json_text.h"
 
@@ -33,22 +34,6 @@ std::string join_names(const std::vector<std::string>& names) {
 bool is_gguf(const MappedFile& file) {
   return ends_with(file.path(), ".gguf") ||
          (file.size() >= 4 && std::memcmp(file.data(), "GGUF", 4) == 0);
-}
-
-// Edit distance for "did you mean", bounded: names of weights are short.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace
