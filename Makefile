@@ -60,20 +60,24 @@ help:
 # ---------------------------------------------------------------------------------------
 # Dependencies: check first, install only what is missing.
 # ---------------------------------------------------------------------------------------
+# Installs those of the Debian packages $(1) that are missing (apt-get update first; sudo
+# when not root).
+define apt_install
+@missing=""; \
+for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+if [ -n "$$missing" ]; then \
+  echo "make: installing Debian packages:$$missing"; \
+  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+  $$sudo apt-get update; \
+  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+fi
+endef
+
 # build-deps: what `make demo` needs (Debian packages); deps: that and the Python packages
 # the tests use.
 build-deps:
 ifneq ($(SKIP_DEPS),1)
-	@missing=""; \
-	for p in $(APT_PACKAGES); do \
-	  dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "make: installing Debian packages:$$missing"; \
-	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	  $$sudo apt-get update; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
-	fi
+	$(call apt_install,$(APT_PACKAGES))
 endif
 
 deps: build-deps
@@ -179,14 +183,7 @@ FUZZ_TARGETS := manifest tensor_desc view dlpack weights
 FUZZ_APT_PACKAGES := clang libclang-rt-dev
 fuzz-deps:
 ifneq ($(SKIP_DEPS),1)
-	@missing=""; \
-	for p in $(FUZZ_APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "make: installing Debian packages:$$missing"; \
-	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	  $$sudo apt-get update; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
-	fi
+	$(call apt_install,$(FUZZ_APT_PACKAGES))
 endif
 
 fuzz: deps fuzz-deps
