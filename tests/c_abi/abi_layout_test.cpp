@@ -132,6 +132,19 @@ GK_PIN(gk_weight_info, file, 96);
 GK_PIN(gk_weight_info, file_offset, 104);
 static_assert(GK_WEIGHT_INFO_SIZE == 112);
 
+// ---------------------------------------------------------------- gpukit.h (ABI 1.5)
+GK_PIN(gk_tokenizer_info, struct_size, 0);
+GK_PIN(gk_tokenizer_info, vocab_size, 8);
+GK_PIN(gk_tokenizer_info, bos_id, 12);
+GK_PIN(gk_tokenizer_info, eos_id, 16);
+GK_PIN(gk_tokenizer_info, eot_id, 20);
+GK_PIN(gk_tokenizer_info, pad_id, 24);
+GK_PIN(gk_tokenizer_info, unk_id, 28);
+GK_PIN(gk_tokenizer_info, add_bos, 32);
+GK_PIN(gk_tokenizer_info, add_eos, 36);
+GK_PIN(gk_tokenizer_info, pre, 40);
+static_assert(GK_TOKENIZER_INFO_SIZE == 48);
+
 GK_PIN(gk_plugin_info, struct_size, 0);
 GK_PIN(gk_plugin_info, name, 8);
 GK_PIN(gk_plugin_info, version, 16);
@@ -277,6 +290,7 @@ TEST(AbiLayout, current_struct_sizes_cover_the_last_field) {
   EXPECT_LE(GK_TRANSFER_STATS_SIZE, sizeof(gk_transfer_stats));
   EXPECT_LE(GK_WEIGHTS_OPTIONS_SIZE, sizeof(gk_weights_options));
   EXPECT_LE(GK_WEIGHT_INFO_SIZE, sizeof(gk_weight_info));
+  EXPECT_LE(GK_TOKENIZER_INFO_SIZE, sizeof(gk_tokenizer_info));
   EXPECT_LE(GK_PLUGIN_DEVICE_SIZE, sizeof(gk_plugin_device));
   EXPECT_LE(GK_HOST_SERVICES_SIZE, sizeof(gk_host_services));
   EXPECT_LE(GK_KERNEL_ARGS_SIZE, sizeof(gk_kernel_args));

@@ -3,11 +3,7 @@
 #include <cstring>
 
 #include "capi/capi_util.h"
-#include "weights/weight_set.h"
-
-struct gk_weights {
-  std::unique_ptr<gk::weights::WeightSet> set;
-};
+#include "capi/weights_handle.h"
 
 namespace {
 

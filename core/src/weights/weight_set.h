@@ -36,6 +36,8 @@ class WeightSet {
   // NOT_FOUND naming the weights and `name`, with the closest tensor name.
   [[noreturn]] void fail_not_found(std::string_view name) const;
   std::string metadata_json() const;
+  // The metadata object (GGUF keys and values; SafeTensors' "__metadata__" strings).
+  const nlohmann::json& metadata() const { return metadata_; }
 
   // Tensor `index` on `device` as `dtype` (0: as stored): a new reference, cached.
   gk_tensor* get(size_t index, int32_t device, int32_t dtype, gk_stream* stream);
