@@ -31,7 +31,8 @@ void report_error(const gk_host_services* host, const std::string& message) {
 
 const OpDef* find_op(const char* name) {
   for (auto family :
-       {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(), matmul_ops()}) {
+       {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(), matmul_ops(),
+        llm_ops()}) {
     for (const OpDef& op : family) {
       if (std::strcmp(op.name, name) == 0) return &op;
     }
