@@ -1,0 +1,157 @@
+// attention: one block per (query token, q head, sequence); its warps split the keys and
+// each keeps an online softmax, merged at the end through shared memory.
+//
+//   block (i, h, b):                       grid (Tq, Hq, B); kv head = h / (Hq / Hkv)
+//     lane l of each warp holds q[d] · scale for d = l, l + 32, ... (< Dh), in registers
+//     warp w: for j = w; j <= last; j += kWarps            (last = L - Tq + i, or L - 1)
+//       s = Σ_d q[d] k[j, d]                               lanes, then a butterfly shuffle
+//       m' = max(m, s); acc = acc · e^(m - m') + e^(s - m') v[j, :]; l likewise   (f32)
+//     shared: every warp's (m, l, acc[Dh]); the block rescales them to the common max
+//     out[b, i, h, :] = Σ_w acc_w e^(m_w - M) / Σ_w l_w e^(m_w - M)   (0 when no key)
+//
+// Decode (Tq = 1) gets Hq · B blocks of kWarps warps, each warp reading every kWarps-th key
+// row whole (Dh contiguous elements per lane group: coalesced), so a long cache is read by
+// kWarps streams per head at once.
+#include <cmath>
+
+#include "llm/attention.cuh"
+#include "llm/device.cuh"
+
+namespace gk::kernels::llm {
+namespace {
+
+constexpr int kWarps = 8;   // 256 threads: 8 independent key streams per (token, head)
+constexpr int kPerLane = kMaxAttentionHeadDim / 32;
+
+struct AttentionArgs {
+  const char* q;
+  const char* k;
+  const char* v;
+  const int32_t* lengths;
+  char* out;
+  int64_t Tq, Tk, Hq, Dh, group;
+  int64_t qs[4], ks[4], vs[4], os[4], ls;
+  float scale;
+  bool causal;
+};
+
+template <class T>
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionArgs a) {
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t hk = h / a.group;
+  int64_t L = a.lengths ? int64_t(a.lengths[b * a.ls]) : a.Tk;
+  L = L < 0 ? 0 : (L > a.Tk ? a.Tk : L);
+  const int64_t last = a.causal ? (L - a.Tq + i < L - 1 ? L - a.Tq + i : L - 1) : L - 1;
+
+  const T* q = reinterpret_cast<const T*>(a.q) + b * a.qs[0] + i * a.qs[1] + h * a.qs[2];
+  const T* kb = reinterpret_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[2];
+  const T* vb = reinterpret_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[2];
+  float qr[kPerLane], acc[kPerLane];
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int64_t d = lane + 32 * r;
+    qr[r] = d < a.Dh ? to_f32(q[d * a.qs[3]]) * a.scale : 0.0f;
+    acc[r] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = warp; j <= last; j += kWarps) {
+    const T* kr = kb + j * a.ks[1];
+    float s = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
+      const int64_t d = lane + 32 * r;
+      if (d < a.Dh) s += qr[r] * to_f32(kr[d * a.ks[3]]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float m_new = fmaxf(m, s);
+    const float correction = expf(m - m_new);  // 0 on the first key (m = -inf)
+    const float p = expf(s - m_new);
+    l = l * correction + p;
+    const T* vr = vb + j * a.vs[1];
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
+      const int64_t d = lane + 32 * r;
+      if (d < a.Dh) acc[r] = acc[r] * correction + p * to_f32(vr[d * a.vs[3]]);
+    }
+    m = m_new;
+  }
+
+  __shared__ float sm_m[kWarps], sm_l[kWarps];
+  __shared__ float sm_acc[kWarps][kMaxAttentionHeadDim];
+  if (lane == 0) {
+    sm_m[warp] = m;
+    sm_l[warp] = l;
+  }
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int64_t d = lane + 32 * r;
+    if (d < a.Dh) sm_acc[warp][d] = acc[r];
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm_m[w]);
+  float total = 0.0f;
+  float weight[kWarps];
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = sm_m[w] == -INFINITY ? 0.0f : expf(sm_m[w] - M);
+    total += sm_l[w] * weight[w];
+  }
+  T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + i * a.os[1] + h * a.os[2];
+  for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) sum += sm_acc[w][d] * weight[w];
+    out[d * a.os[3]] = from_f32<T>(total > 0.0f ? sum / total : 0.0f);
+  }
+}
+
+}  // namespace
+
+std::string attention_refusal(const View& q) {
+  if (q.shape[3] > kMaxAttentionHeadDim) {
+    return "head_dim " + std::to_string(q.shape[3]) + " exceeds the kernel's " +
+           std::to_string(kMaxAttentionHeadDim) + " (held in registers, 8 per lane)";
+  }
+  if (q.shape[1] > 2147483647 || q.shape[2] > 65535 || q.shape[0] > 65535) {
+    return "q " + std::to_string(q.shape[0]) + "x" + std::to_string(q.shape[1]) + "x" +
+           std::to_string(q.shape[2]) + " exceeds the grid (Tq < 2^31, Hq and B <= 65535)";
+  }
+  return "";
+}
+
+cudaError_t launch_attention(const View& q, const View& k, const View& v,
+                             const View& kv_lengths, const View& out, float scale, bool causal,
+                             cudaStream_t stream) {
+  if (!attention_refusal(q).empty()) return cudaErrorInvalidValue;
+  AttentionArgs a{};
+  a.q = static_cast<const char*>(q.data);
+  a.k = static_cast<const char*>(k.data);
+  a.v = static_cast<const char*>(v.data);
+  a.lengths = static_cast<const int32_t*>(kv_lengths.data);
+  a.ls = kv_lengths.data ? kv_lengths.strides[0] : 0;
+  a.out = static_cast<char*>(out.data);
+  a.Tq = q.shape[1];
+  a.Tk = k.shape[1];
+  a.Hq = q.shape[2];
+  a.Dh = q.shape[3];
+  a.group = k.shape[2] > 0 ? q.shape[2] / k.shape[2] : 1;
+  for (int d = 0; d < 4; ++d) {
+    a.qs[d] = q.strides[d];
+    a.ks[d] = k.strides[d];
+    a.vs[d] = v.strides[d];
+    a.os[d] = out.strides[d];
+  }
+  a.scale = scale;
+  a.causal = causal;
+  if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
+  const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
+  bool ok = visit_floating(q.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    attention_kernel<T><<<grid, kWarps * 32, 0, stream>>>(a);
+  });
+  if (!ok) return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+}  // namespace gk::kernels::llm

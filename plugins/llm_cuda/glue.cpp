@@ -1,0 +1,293 @@
+// The llm ops' launch glue: each op's arguments checked (the core's rules ran already; these
+// checks keep a plugin called directly from reading out of bounds) and turned into kernel
+// views, its attributes read with kernels/llm/llm_params.h.
+#include "glue.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "llm/attention.cuh"
+#include "llm/embedding.cuh"
+#include "llm/llm_params.h"
+#include "llm/rope.cuh"
+#include "llm/sample.cuh"
+
+namespace gk::plugins::llm_cuda {
+namespace {
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case GK_DTYPE_F32: return "f32";
+    case GK_DTYPE_F64: return "f64";
+    case GK_DTYPE_F16: return "f16";
+    case GK_DTYPE_BF16: return "bf16";
+    case GK_DTYPE_I32: return "i32";
+    case GK_DTYPE_I64: return "i64";
+    default: return "another dtype";
+  }
+}
+
+bool map_dtype(int32_t dtype, kl::DType* out) {
+  switch (dtype) {
+    case GK_DTYPE_F32: *out = kl::DType::f32; return true;
+    case GK_DTYPE_F16: *out = kl::DType::f16; return true;
+    case GK_DTYPE_BF16: *out = kl::DType::bf16; return true;
+    case GK_DTYPE_I32: *out = kl::DType::i32; return true;
+    case GK_DTYPE_I64: *out = kl::DType::i64; return true;
+    default: return false;
+  }
+}
+
+bool floating(kl::DType t) {
+  return t == kl::DType::f32 || t == kl::DType::f16 || t == kl::DType::bf16;
+}
+
+std::string shape_text(const kl::View& v) {
+  std::string s = "[";
+  for (int d = 0; d < v.ndim; ++d) s += (d ? ", " : "") + std::to_string(v.shape[d]);
+  return s + "]";
+}
+
+// Tensor `t` as a view; `role` names it in `why`. `ndim` < 0: any.
+bool to_view(const gk_kernel_args* args, const gk_plugin_tensor& t, const char* role, int ndim,
+             kl::View* out, std::string* why) {
+  if (!map_dtype(t.dtype, &out->dtype)) {
+    *why = std::string(args->op) + ": " + role + " has dtype " + dtype_name(t.dtype) +
+           ", which llm_cuda does not serve (f32, f16, bf16; i32/i64 ids and lengths)";
+    return false;
+  }
+  if (t.ndim < 0 || t.ndim > kl::kMaxDims || (ndim >= 0 && t.ndim != ndim)) {
+    *why = std::string(args->op) + ": " + role + " has " + std::to_string(t.ndim) +
+           " dims; expected " + (ndim >= 0 ? std::to_string(ndim) : "at most 8");
+    return false;
+  }
+  out->data = t.data;
+  out->ndim = t.ndim;
+  for (int d = 0; d < t.ndim; ++d) {
+    out->shape[d] = t.shape[d];
+    out->strides[d] = t.strides[d];
+  }
+  return true;
+}
+
+bool fail(std::string* why, const gk_kernel_args* args, const std::string& problem) {
+  *why = std::string(args->op) + ": " + problem;
+  return false;
+}
+
+bool counts(const gk_kernel_args* args, int min_in, int max_in, std::string* why) {
+  if (args->num_inputs < min_in || args->num_inputs > max_in || args->num_outputs != 1) {
+    return fail(why, args, "got " + std::to_string(args->num_inputs) + " inputs and " +
+                               std::to_string(args->num_outputs) + " outputs; expected " +
+                               std::to_string(min_in) + (min_in == max_in ? "" : " to " +
+                               std::to_string(max_in)) + " and 1");
+  }
+  return true;
+}
+
+bool same_dims(const kl::View& a, const kl::View& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != b.shape[d]) return false;
+  }
+  return true;
+}
+
+// ---- embedding ----
+
+struct EmbeddingCall {
+  kl::View table, ids, out;
+};
+
+bool resolve(const gk_kernel_args* args, EmbeddingCall* c, std::string* why) {
+  if (!counts(args, 2, 2, why)) return false;
+  if (!to_view(args, args->inputs[0], "input 'table'", 2, &c->table, why) ||
+      !to_view(args, args->inputs[1], "input 'ids'", -1, &c->ids, why) ||
+      !to_view(args, args->outputs[0], "output 'out'", c->ids.ndim + 1, &c->out, why)) {
+    return false;
+  }
+  if (!floating(c->table.dtype) || c->out.dtype != c->table.dtype) {
+    return fail(why, args, "input 'table' and output 'out' need one dtype of f32, f16, bf16");
+  }
+  if (c->ids.dtype != kl::DType::i32 && c->ids.dtype != kl::DType::i64) {
+    return fail(why, args, "input 'ids' must be i32 or i64");
+  }
+  for (int d = 0; d < c->ids.ndim; ++d) {
+    if (c->out.shape[d] != c->ids.shape[d]) {
+      return fail(why, args, "output 'out' " + shape_text(c->out) + " does not match ids " +
+                                 shape_text(c->ids));
+    }
+  }
+  if (c->out.shape[c->ids.ndim] != c->table.shape[1]) {
+    return fail(why, args, "output 'out' " + shape_text(c->out) + " does not end in the table's " +
+                               std::to_string(c->table.shape[1]) + " columns");
+  }
+  return true;
+}
+
+// ---- rope ----
+
+struct RopeCall {
+  kl::View x, pos, out;
+  gk::llm::RopeParams p;
+};
+
+bool resolve(const gk_kernel_args* args, RopeCall* c, std::string* why) {
+  if (!counts(args, 2, 2, why)) return false;
+  if (!to_view(args, args->inputs[0], "input 'x'", 4, &c->x, why) ||
+      !to_view(args, args->inputs[1], "input 'positions'", -1, &c->pos, why) ||
+      !to_view(args, args->outputs[0], "output 'out'", 4, &c->out, why)) {
+    return false;
+  }
+  if (!floating(c->x.dtype) || c->out.dtype != c->x.dtype || !same_dims(c->x, c->out)) {
+    return fail(why, args, "output 'out' must have the dtype and shape of input 'x' " +
+                               shape_text(c->x));
+  }
+  const bool pos_ok = c->pos.dtype == kl::DType::i32 &&
+                      ((c->pos.ndim == 1 && c->pos.shape[0] == c->x.shape[1]) ||
+                       (c->pos.ndim == 2 && c->pos.shape[0] == c->x.shape[0] &&
+                        c->pos.shape[1] == c->x.shape[1]));
+  if (!pos_ok) {
+    return fail(why, args, "input 'positions' " + shape_text(c->pos) +
+                               " must be i32 [T] or [B, T] of input 'x' " + shape_text(c->x));
+  }
+  c->p = gk::llm::read_rope(args->attrs, args->num_attrs, c->x.shape[3]);
+  if (c->p.rotary_dim < 2 || c->p.rotary_dim % 2 != 0 || c->p.rotary_dim > c->x.shape[3] ||
+      c->p.rotary_dim > gk::llm::kMaxRotaryDim) {
+    return fail(why, args, "attribute 'rotary_dim' is " + std::to_string(c->p.rotary_dim) +
+                               "; llm_cuda serves even values in 2.." +
+                               std::to_string(gk::llm::kMaxRotaryDim) + " up to head_dim");
+  }
+  return true;
+}
+
+// ---- attention ----
+
+struct AttentionCall {
+  kl::View q, k, v, lengths, out;
+  gk::llm::AttentionParams p;
+};
+
+bool resolve(const gk_kernel_args* args, AttentionCall* c, std::string* why) {
+  if (!counts(args, 3, 4, why)) return false;
+  if (!to_view(args, args->inputs[0], "input 'q'", 4, &c->q, why) ||
+      !to_view(args, args->inputs[1], "input 'k'", 4, &c->k, why) ||
+      !to_view(args, args->inputs[2], "input 'v'", 4, &c->v, why) ||
+      !to_view(args, args->outputs[0], "output 'out'", 4, &c->out, why)) {
+    return false;
+  }
+  if (!floating(c->q.dtype) || c->k.dtype != c->q.dtype || c->v.dtype != c->q.dtype ||
+      c->out.dtype != c->q.dtype) {
+    return fail(why, args, "q, k, v and out need one dtype of f32, f16, bf16");
+  }
+  if (!same_dims(c->k, c->v) || c->k.shape[0] != c->q.shape[0] ||
+      c->k.shape[3] != c->q.shape[3] || c->k.shape[2] == 0 ||
+      c->q.shape[2] % c->k.shape[2] != 0 || !same_dims(c->q, c->out)) {
+    return fail(why, args, "shapes q " + shape_text(c->q) + ", k " + shape_text(c->k) + ", v " +
+                               shape_text(c->v) + ", out " + shape_text(c->out) +
+                               " do not fit together");
+  }
+  if (args->num_inputs == 4) {
+    if (!to_view(args, args->inputs[3], "input 'kv_lengths'", 1, &c->lengths, why)) return false;
+    if (c->lengths.dtype != kl::DType::i32 || c->lengths.shape[0] != c->q.shape[0]) {
+      return fail(why, args, "input 'kv_lengths' must be i32 [" +
+                                 std::to_string(c->q.shape[0]) + "]");
+    }
+  }
+  const std::string refusal = kl::attention_refusal(c->q);
+  if (!refusal.empty()) return fail(why, args, refusal);
+  c->p = gk::llm::read_attention(args->attrs, args->num_attrs, c->q.shape[3]);
+  return true;
+}
+
+// ---- sample ----
+
+struct SampleCall {
+  kl::View logits, ids;
+  gk::llm::SampleParams p;
+};
+
+bool resolve(const gk_kernel_args* args, SampleCall* c, std::string* why) {
+  if (!counts(args, 1, 1, why)) return false;
+  if (!to_view(args, args->inputs[0], "input 'logits'", 2, &c->logits, why) ||
+      !to_view(args, args->outputs[0], "output 'ids'", 1, &c->ids, why)) {
+    return false;
+  }
+  if (!floating(c->logits.dtype) || c->ids.dtype != kl::DType::i32 ||
+      c->ids.shape[0] != c->logits.shape[0] || c->logits.shape[1] == 0) {
+    return fail(why, args, "logits " + shape_text(c->logits) +
+                               " (f32, f16, bf16, non-empty rows) and ids i32 [" +
+                               std::to_string(c->logits.shape[0]) + "] expected");
+  }
+  c->p = gk::llm::read_sample(args->attrs, args->num_attrs);
+  return true;
+}
+
+}  // namespace
+
+gk_status LaunchContext::cuda_error(const char* what, cudaError_t err) const {
+  const std::string msg = std::string(args_->op) + ": " + what + " failed: " +
+                          cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  host_->report_error(host_->host_context, msg.c_str());
+  return GK_INTERNAL;
+}
+
+bool llm_serves(const char* op) {
+  for (const char* name : {"embedding", "rope", "attention", "sample"}) {
+    if (std::strcmp(op, name) == 0) return true;
+  }
+  return false;
+}
+
+bool llm_supports(const gk_kernel_args* args, std::string* why) {
+  if (std::strcmp(args->op, "embedding") == 0) {
+    EmbeddingCall c;
+    return resolve(args, &c, why);
+  }
+  if (std::strcmp(args->op, "rope") == 0) {
+    RopeCall c;
+    return resolve(args, &c, why);
+  }
+  if (std::strcmp(args->op, "attention") == 0) {
+    AttentionCall c;
+    return resolve(args, &c, why);
+  }
+  SampleCall c;
+  return resolve(args, &c, why);
+}
+
+gk_status llm_launch(const gk_kernel_args* args, LaunchContext& ctx) {
+  std::string why;
+  auto refuse = [&] {
+    const std::string msg = "argument check (" + why + ")";
+    return ctx.cuda_error(msg.c_str(), cudaErrorInvalidValue);
+  };
+  if (std::strcmp(args->op, "embedding") == 0) {
+    EmbeddingCall c;
+    if (!resolve(args, &c, &why)) return refuse();
+    return ctx.check(kl::launch_embedding(c.table, c.ids, c.out, ctx.stream()),
+                     "embedding kernel launch");
+  }
+  if (std::strcmp(args->op, "rope") == 0) {
+    RopeCall c;
+    if (!resolve(args, &c, &why)) return refuse();
+    std::vector<float> inv(static_cast<size_t>(c.p.rotary_dim / 2));
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = gk::llm::rope_inv_freq(c.p, int64_t(i));
+    return ctx.check(kl::launch_rope(c.x, c.pos, c.out, inv.data(), c.p.rotary_dim,
+                                     c.p.style == gk::llm::RopeStyle::kInterleaved, ctx.stream()),
+                     "rope kernel launch");
+  }
+  if (std::strcmp(args->op, "attention") == 0) {
+    AttentionCall c;
+    if (!resolve(args, &c, &why)) return refuse();
+    return ctx.check(kl::launch_attention(c.q, c.k, c.v, c.lengths, c.out, float(c.p.scale),
+                                          c.p.causal, ctx.stream()),
+                     "attention kernel launch");
+  }
+  SampleCall c;
+  if (!resolve(args, &c, &why)) return refuse();
+  return ctx.check(kl::launch_sample(c.logits, c.ids, c.p, ctx.stream()), "sample kernel launch");
+}
+
+}  // namespace gk::plugins::llm_cuda

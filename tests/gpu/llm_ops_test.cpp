@@ -1,0 +1,344 @@
+// The llm ops on a CUDA device (llm_cuda) against the cpu reference on the same inputs:
+// embedding, rope, attention (GQA, causal offsets, kv_lengths, strided cache views) and
+// sample. Inputs are built on the cpu device, rounded to the dtype there and copied over,
+// so both sides read the same values; GPU outputs are poisoned (NaN) first. Skips, saying
+// why, without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gpu_runtime.h"
+
+namespace gk::test {
+namespace {
+
+const std::vector<int32_t> kFloat = {GK_DTYPE_F32, GK_DTYPE_F16, GK_DTYPE_BF16};
+
+struct A {  // one attribute
+  std::string name;
+  int32_t type;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+};
+A ia(const char* n, int64_t v) { return {n, GK_ATTR_INT, v, 0, ""}; }
+A fa(const char* n, double v) { return {n, GK_ATTR_FLOAT, 0, v, ""}; }
+A sa(const char* n, const char* v) { return {n, GK_ATTR_STRING, 0, 0, v}; }
+
+class LlmGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rt_ = make_gpu_runtime();
+    dev_ = first_cuda_device(rt_.get());
+    if (dev_ < 0) GTEST_SKIP() << "no CUDA device: " << cuda_absent_reason(rt_.get());
+    rng_.seed(seed_);
+  }
+  void TearDown() override {
+    if (HasFailure()) std::printf("[ seed ] %u\n", seed_);
+  }
+
+  gk_status call(const std::string& op, const std::vector<gk_tensor*>& in,
+                 const std::vector<gk_tensor*>& out, const std::vector<A>& attrs) {
+    std::vector<gk_attr> g;
+    for (const A& a : attrs) {
+      gk_attr x{};
+      x.name = a.name.c_str();
+      x.type = a.type;
+      if (a.type == GK_ATTR_INT) x.value.i = a.i;
+      if (a.type == GK_ATTR_FLOAT) x.value.f = a.f;
+      if (a.type == GK_ATTR_STRING) x.value.s = a.s.c_str();
+      g.push_back(x);
+    }
+    gk_op_args args{};
+    args.struct_size = sizeof(args);
+    args.inputs = const_cast<gk_tensor**>(in.data());
+    args.num_inputs = int32_t(in.size());
+    args.outputs = const_cast<gk_tensor**>(out.data());
+    args.num_outputs = int32_t(out.size());
+    args.attrs = g.data();
+    args.num_attrs = int32_t(g.size());
+    return gk_op_call(rt_.get(), op.c_str(), &args);
+  }
+  void must(gk_status s, const std::string& what) {
+    ASSERT_EQ(s, GK_OK) << what << ": " << gk_last_error();
+  }
+
+  // A cpu tensor of `dtype` holding `values` (rounded to the dtype by the cpu cast).
+  TensorPtr cpu(int32_t dtype, const std::vector<int64_t>& shape, const std::vector<double>& values) {
+    TensorPtr f64 = make_tensor(rt_.get(), GK_DTYPE_F64, shape, 0);
+    EXPECT_EQ(gk_copy_from_host(f64.get(), values.data(), values.size() * 8, nullptr), GK_OK);
+    if (dtype == GK_DTYPE_F64) return f64;
+    TensorPtr out = make_tensor(rt_.get(), dtype, shape, 0);
+    EXPECT_EQ(call("cast", {f64.get()}, {out.get()}, {}), GK_OK) << gk_last_error();
+    return out;
+  }
+  TensorPtr random_cpu(int32_t dtype, const std::vector<int64_t>& shape, double lo = -1,
+                       double hi = 1) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<double> v(static_cast<size_t>(n));
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (double& x : v) x = u(rng_);
+    return cpu(dtype, shape, v);
+  }
+  TensorPtr gpu_copy(gk_tensor* src) {
+    gk_tensor_desc d{};
+    d.struct_size = sizeof(d);
+    gk_tensor_get_desc(src, &d);
+    TensorPtr t = make_tensor(rt_.get(), d.dtype, std::vector<int64_t>(d.shape, d.shape + d.ndim),
+                              dev_);
+    EXPECT_EQ(gk_copy(t.get(), src, nullptr), GK_OK) << gk_last_error();
+    return t;
+  }
+  // A poisoned (0xFF bytes) GPU tensor.
+  TensorPtr gpu_poisoned(int32_t dtype, const std::vector<int64_t>& shape) {
+    TensorPtr t = make_tensor(rt_.get(), dtype, shape, dev_);
+    size_t n = gk_dtype_size(dtype);
+    for (int64_t d : shape) n *= size_t(d);
+    std::vector<uint8_t> poison(n, 0xff);
+    EXPECT_EQ(gk_copy_from_host(t.get(), poison.data(), n, nullptr), GK_OK);
+    return t;
+  }
+  // The first `len` positions of axis 1 of `base` (a view: same strides).
+  TensorPtr prefix_view(gk_tensor* base, int64_t len) {
+    gk_tensor_desc d{};
+    d.struct_size = sizeof(d);
+    gk_tensor_get_desc(base, &d);
+    d.shape[1] = len;
+    gk_tensor* t = nullptr;
+    EXPECT_EQ(gk_tensor_from_external(rt_.get(), gk_tensor_device(base), gk_tensor_data(base), &d,
+                                      nullptr, nullptr, &t),
+              GK_OK)
+        << gk_last_error();
+    return TensorPtr(t);
+  }
+  std::vector<double> values(gk_tensor* t) {
+    gk_tensor_desc d{};
+    d.struct_size = sizeof(d);
+    gk_tensor_get_desc(t, &d);
+    std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+    TensorPtr host = make_tensor(rt_.get(), d.dtype, shape, 0);
+    EXPECT_EQ(gk_copy(host.get(), t, nullptr), GK_OK) << gk_last_error();
+    TensorPtr f64 = make_tensor(rt_.get(), GK_DTYPE_F64, shape, 0);
+    EXPECT_EQ(call("cast", {host.get()}, {f64.get()}, {}), GK_OK) << gk_last_error();
+    size_t n = 1;
+    for (int64_t x : shape) n *= size_t(x);
+    std::vector<double> v(n);
+    EXPECT_EQ(gk_copy_to_host(f64.get(), v.data(), n * 8, nullptr), GK_OK);
+    return v;
+  }
+  // Relative Frobenius error; infinity when NaN-ness differs (an unwritten element).
+  static double rel_error(const std::vector<double>& ref, const std::vector<double>& got) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (std::isnan(ref[i]) != std::isnan(got[i])) return INFINITY;
+      num += (got[i] - ref[i]) * (got[i] - ref[i]);
+      den += ref[i] * ref[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  }
+  static double tol(int32_t dtype) { return dtype == GK_DTYPE_F32 ? 1e-5 : 1e-2; }
+
+  RuntimePtr rt_;
+  int32_t dev_ = -1;
+  unsigned seed_ = std::random_device{}();
+  std::mt19937 rng_;
+};
+
+TEST_F(LlmGpu, embedding_matches_the_cpu_and_writes_zeros_for_an_id_out_of_range) {
+  for (int32_t dtype : kFloat) {
+    for (int32_t id_dtype : {GK_DTYPE_I32, GK_DTYPE_I64}) {
+      TensorPtr table = random_cpu(dtype, {1000, 96});
+      TensorPtr ids = cpu(id_dtype, {2, 5}, {0, 999, 5, 5, 123, 7, 0, 500, 42, 998});
+      TensorPtr ref = make_tensor(rt_.get(), dtype, {2, 5, 96}, 0);
+      must(call("embedding", {table.get(), ids.get()}, {ref.get()}, {}), "cpu");
+      TensorPtr g_table = gpu_copy(table.get()), g_ids = gpu_copy(ids.get());
+      TensorPtr out = gpu_poisoned(dtype, {2, 5, 96});
+      must(call("embedding", {g_table.get(), g_ids.get()}, {out.get()}, {}), "gpu");
+      EXPECT_EQ(values(out.get()), values(ref.get())) << gk_dtype_name(dtype);
+    }
+  }
+  TensorPtr table = gpu_copy(random_cpu(GK_DTYPE_F32, {10, 8}).get());
+  TensorPtr ids = gpu_copy(cpu(GK_DTYPE_I32, {3}, {1, 10, -3}).get());
+  TensorPtr out = gpu_poisoned(GK_DTYPE_F32, {3, 8});
+  must(call("embedding", {table.get(), ids.get()}, {out.get()}, {}), "gpu, ids out of range");
+  const std::vector<double> v = values(out.get());
+  for (size_t i = 8; i < 24; ++i) EXPECT_EQ(v[i], 0.0) << "element " << i;
+  EXPECT_FALSE(std::isnan(v[0]));
+}
+
+TEST_F(LlmGpu, rope_matches_the_cpu_for_each_style_scaling_partial_rotary_and_in_place) {
+  struct Case {
+    std::vector<A> attrs;
+    bool batched;
+  };
+  const std::vector<Case> cases = {
+      {{}, false},
+      {{sa("style", "interleaved")}, false},
+      {{ia("rotary_dim", 32)}, true},
+      {{sa("style", "interleaved"), ia("rotary_dim", 32)}, false},
+      {{fa("theta", 500000), sa("scaling", "llama3"), fa("factor", 8), fa("low_freq_factor", 1),
+        fa("high_freq_factor", 4), fa("original_max_position", 8192)},
+       true},
+      {{sa("scaling", "linear"), fa("factor", 4)}, false},
+  };
+  for (const Case& c : cases) {
+    for (int32_t dtype : kFloat) {
+      // x is the q part of a fused [B, T, 3H, Dh] projection: a strided view.
+      const int64_t B = 2, T = 37, H = 4, D = 128;
+      TensorPtr fused = random_cpu(dtype, {B, T, 3 * H, D});
+      gk_tensor_desc xd{};
+      xd.struct_size = sizeof(xd);
+      gk_tensor_get_desc(fused.get(), &xd);
+      xd.shape[2] = H;
+      std::vector<double> pos;
+      for (int64_t i = 0; i < (c.batched ? B * T : T); ++i) pos.push_back(double((i * 977) % 30000));
+      TensorPtr positions = c.batched ? cpu(GK_DTYPE_I32, {B, T}, pos) : cpu(GK_DTYPE_I32, {T}, pos);
+      gk_tensor* x_cpu = nullptr;
+      must(gk_tensor_from_external(rt_.get(), 0, gk_tensor_data(fused.get()), &xd, nullptr,
+                                   nullptr, &x_cpu),
+           "view");
+      TensorPtr x_cpu_ptr(x_cpu);
+      TensorPtr ref = make_tensor(rt_.get(), dtype, {B, T, H, D}, 0);
+      must(call("rope", {x_cpu, positions.get()}, {ref.get()}, c.attrs), "cpu");
+      TensorPtr g_fused = gpu_copy(fused.get()), g_pos = gpu_copy(positions.get());
+      gk_tensor* x_gpu = nullptr;
+      must(gk_tensor_from_external(rt_.get(), dev_, gk_tensor_data(g_fused.get()), &xd, nullptr,
+                                   nullptr, &x_gpu),
+           "view");
+      TensorPtr x_gpu_ptr(x_gpu);
+      TensorPtr out = gpu_poisoned(dtype, {B, T, H, D});
+      must(call("rope", {x_gpu, g_pos.get()}, {out.get()}, c.attrs), "gpu");
+      const std::vector<double> want = values(ref.get());
+      EXPECT_LE(rel_error(want, values(out.get())), tol(dtype)) << gk_dtype_name(dtype);
+      // In place on the strided view, on both devices: the whole fused buffers agree (the
+      // k and v parts untouched). A strided view cannot be copied, so the buffers are read.
+      must(call("rope", {x_cpu, positions.get()}, {x_cpu}, c.attrs), "cpu in place");
+      must(call("rope", {x_gpu, g_pos.get()}, {x_gpu}, c.attrs), "gpu in place");
+      EXPECT_LE(rel_error(values(fused.get()), values(g_fused.get())), tol(dtype))
+          << gk_dtype_name(dtype) << " in place";
+    }
+  }
+}
+
+struct AttnCase {
+  int64_t B, Tq, Tk, cap, Hq, Hkv, D;
+  std::vector<double> lengths;
+  bool causal;
+};
+
+TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cache_views) {
+  const std::vector<AttnCase> cases = {
+      {1, 64, 64, 64, 8, 2, 64, {}, true},                    // prefill
+      {2, 1, 1000, 1024, 32, 8, 128, {1000, 517}, true},      // decode over a cache view
+      {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},             // chunked prefill; L < Tq
+      {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},              // an empty cache; not causal
+      {1, 3, 7, 7, 2, 2, 32, {}, false},
+  };
+  for (const AttnCase& c : cases) {
+    for (int32_t dtype : kFloat) {
+      TensorPtr q = random_cpu(dtype, {c.B, c.Tq, c.Hq, c.D});
+      TensorPtr kc = random_cpu(dtype, {c.B, c.cap, c.Hkv, c.D});
+      TensorPtr vc = random_cpu(dtype, {c.B, c.cap, c.Hkv, c.D});
+      TensorPtr k = prefix_view(kc.get(), c.Tk), v = prefix_view(vc.get(), c.Tk);
+      TensorPtr lengths = c.lengths.empty() ? nullptr
+                                            : cpu(GK_DTYPE_I32, {c.B}, c.lengths);
+      std::vector<gk_tensor*> in = {q.get(), k.get(), v.get()};
+      if (lengths) in.push_back(lengths.get());
+      const std::vector<A> attrs = {ia("causal", c.causal)};
+      TensorPtr ref = make_tensor(rt_.get(), dtype, {c.B, c.Tq, c.Hq, c.D}, 0);
+      must(call("attention", in, {ref.get()}, attrs), "cpu");
+      TensorPtr gq = gpu_copy(q.get()), gkc = gpu_copy(kc.get()), gvc = gpu_copy(vc.get());
+      TensorPtr gk = prefix_view(gkc.get(), c.Tk), gv = prefix_view(gvc.get(), c.Tk);
+      TensorPtr glen = lengths ? gpu_copy(lengths.get()) : nullptr;
+      std::vector<gk_tensor*> gin = {gq.get(), gk.get(), gv.get()};
+      if (glen) gin.push_back(glen.get());
+      TensorPtr out = gpu_poisoned(dtype, {c.B, c.Tq, c.Hq, c.D});
+      must(call("attention", gin, {out.get()}, attrs), "gpu");
+      EXPECT_LE(rel_error(values(ref.get()), values(out.get())), tol(dtype))
+          << gk_dtype_name(dtype) << " B " << c.B << " Tq " << c.Tq << " Tk " << c.Tk << " D "
+          << c.D;
+    }
+  }
+}
+
+TEST_F(LlmGpu, sample_greedy_equals_the_cpu_and_seeded_draws_agree_and_replay) {
+  for (int32_t dtype : kFloat) {
+    TensorPtr logits = random_cpu(dtype, {8, 32000}, -10, 10);
+    TensorPtr ref = make_tensor(rt_.get(), GK_DTYPE_I32, {8}, 0);
+    must(call("sample", {logits.get()}, {ref.get()}, {fa("temperature", 0)}), "cpu");
+    TensorPtr g = gpu_copy(logits.get());
+    TensorPtr ids = gpu_poisoned(GK_DTYPE_I32, {8});
+    must(call("sample", {g.get()}, {ids.get()}, {fa("temperature", 0)}), "gpu");
+    EXPECT_EQ(values(ids.get()), values(ref.get())) << gk_dtype_name(dtype);
+  }
+  // Seeded draws with every filter: the same ids as the cpu (f32 weights against f64 may
+  // differ only for a draw within rounding of a boundary) and the same ids on a replay.
+  const std::vector<std::vector<A>> settings = {
+      {fa("temperature", 1.0), ia("seed", 11), ia("offset", 0)},
+      {fa("temperature", 0.7), ia("top_k", 40), ia("seed", 12), ia("offset", 5)},
+      {fa("temperature", 0.9), fa("top_p", 0.9), ia("seed", 13), ia("offset", 1)},
+      {fa("temperature", 1.2), ia("top_k", 100), fa("top_p", 0.8), fa("min_p", 0.05),
+       ia("seed", 14), ia("offset", 2)},
+  };
+  TensorPtr logits = random_cpu(GK_DTYPE_F32, {64, 32000}, -4, 4);
+  TensorPtr g = gpu_copy(logits.get());
+  for (const auto& attrs : settings) {
+    TensorPtr ref = make_tensor(rt_.get(), GK_DTYPE_I32, {64}, 0);
+    must(call("sample", {logits.get()}, {ref.get()}, attrs), "cpu");
+    TensorPtr a = gpu_poisoned(GK_DTYPE_I32, {64}), b = gpu_poisoned(GK_DTYPE_I32, {64});
+    must(call("sample", {g.get()}, {a.get()}, attrs), "gpu");
+    must(call("sample", {g.get()}, {b.get()}, attrs), "gpu replay");
+    const std::vector<double> want = values(ref.get()), got = values(a.get());
+    EXPECT_EQ(got, values(b.get())) << "a replay drew other ids";
+    int differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
+    EXPECT_LE(differ, 1) << attrs[0].f << " " << attrs.size() << " attrs: " << differ
+                         << " of 64 rows differ from the cpu";
+  }
+}
+
+// Microseconds per call of n back-to-back calls, the device synchronised before and after.
+template <class F, class S>
+double time_us(F&& run, S&& sync, int n) {
+  run();
+  sync();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) run();
+  sync();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+}
+
+TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
+  // Llama-3-8B-like decode: Hq 32, Hkv 8, Dh 128, a 4096-token cache, bf16; 151936-id sample.
+  TensorPtr q = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 1, 32, 128}).get());
+  TensorPtr kc = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 4096, 8, 128}).get());
+  TensorPtr vc = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 4096, 8, 128}).get());
+  TensorPtr out = gpu_poisoned(GK_DTYPE_BF16, {1, 1, 32, 128});
+  TensorPtr logits = gpu_copy(random_cpu(GK_DTYPE_F32, {1, 151936}, -10, 10).get());
+  TensorPtr ids = gpu_poisoned(GK_DTYPE_I32, {1});
+  // A copy to the host waits for the default stream, where the calls run.
+  std::vector<double> sink;
+  auto sync = [&] { sink = values(out.get()); };
+  const double attention = time_us([&] {
+    ASSERT_EQ(call("attention", {q.get(), kc.get(), vc.get()}, {out.get()}, {}), GK_OK);
+  }, sync, 50);
+  const double greedy = time_us([&] {
+    ASSERT_EQ(call("sample", {logits.get()}, {ids.get()}, {fa("temperature", 0)}), GK_OK);
+  }, sync, 50);
+  const double filtered = time_us([&] {
+    ASSERT_EQ(call("sample", {logits.get()}, {ids.get()},
+                   {ia("top_k", 50), fa("top_p", 0.9), ia("seed", 1)}),
+              GK_OK);
+  }, sync, 20);
+  std::printf("decode attention (Hq 32, Hkv 8, Dh 128, 4096 keys, bf16): %.1f us/call\n"
+              "sample V=151936 greedy: %.1f us/call; top_k+top_p: %.1f us/call\n",
+              attention, greedy, filtered);
+  EXPECT_GT(attention, 0.0);
+}
+
+}  // namespace
+}  // namespace gk::test
