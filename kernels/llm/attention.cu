@@ -9,9 +9,11 @@
 //     shared: every warp's (m, l, acc[Dh]); the block rescales them to the common max
 //     out[b, i, h, :] = Σ_w acc_w e^(m_w - M) / Σ_w l_w e^(m_w - M)   (0 when no key)
 //
-// Decode (Tq = 1) gets Hq · B blocks of kWarps warps, each warp reading every kWarps-th key
-// row whole (Dh contiguous elements per lane group: coalesced), so a long cache is read by
-// kWarps streams per head at once.
+// Few blocks and many keys (decode: Tq = 1, so B · Hq blocks) leave most SMs idle and each
+// warp walking a long chain of dependent loads, so the keys are split over `splits` blocks
+// per (i, h, b) (grid.z = B · splits), each covering kSplitKeys keys; every block writes its
+// (M, Σ l, Σ acc) to the workspace and a second kernel merges the splits the same way the
+// warps are merged above.
 #include <cmath>
 
 #include "llm/attention.cuh"
@@ -22,6 +24,11 @@ namespace {
 
 constexpr int kWarps = 8;   // 256 threads: 8 independent key streams per (token, head)
 constexpr int kPerLane = kMaxAttentionHeadDim / 32;
+// Keys per split block: 32 per warp, enough to amortise the block's setup and merge.
+constexpr int64_t kSplitKeys = 256;
+// Splitting pays while the unsplit grid is smaller than this (about 8 blocks per SM on H100).
+constexpr int64_t kSplitBelowBlocks = 1024;
+constexpr int64_t kMaxSplits = 64;
 
 struct AttentionArgs {
   const char* q;
@@ -33,16 +40,31 @@ struct AttentionArgs {
   int64_t qs[4], ks[4], vs[4], os[4], ls;
   float scale;
   bool causal;
+  int64_t splits;   // blocks per (i, h, b) along the keys
+  float* partial;   // [B, Tq, Hq, splits, Dh + 2] when splits > 1
 };
+
+int64_t split_count(const View& q, const View& k) {
+  const int64_t blocks = q.shape[0] * q.shape[1] * q.shape[2];
+  const int64_t tk = k.shape[1];
+  if (blocks >= kSplitBelowBlocks || tk <= kSplitKeys) return 1;
+  const int64_t splits = (tk + kSplitKeys - 1) / kSplitKeys;
+  return splits < kMaxSplits ? splits : kMaxSplits;
+}
 
 template <class T>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionArgs a) {
-  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z / a.splits;
+  const int64_t split = blockIdx.z % a.splits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t hk = h / a.group;
   int64_t L = a.lengths ? int64_t(a.lengths[b * a.ls]) : a.Tk;
   L = L < 0 ? 0 : (L > a.Tk ? a.Tk : L);
-  const int64_t last = a.causal ? (L - a.Tq + i < L - 1 ? L - a.Tq + i : L - 1) : L - 1;
+  int64_t last = a.causal ? (L - a.Tq + i < L - 1 ? L - a.Tq + i : L - 1) : L - 1;
+  // This block's keys: [first, last].
+  const int64_t split_len = (a.Tk + a.splits - 1) / a.splits;
+  const int64_t first = split * split_len;
+  if (first + split_len - 1 < last) last = first + split_len - 1;
 
   const T* q = reinterpret_cast<const T*>(a.q) + b * a.qs[0] + i * a.qs[1] + h * a.qs[2];
   const T* kb = reinterpret_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[2];
@@ -55,7 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
     acc[r] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int64_t j = warp; j <= last; j += kWarps) {
+  for (int64_t j = first + warp; j <= last; j += kWarps) {
     const T* kr = kb + j * a.ks[1];
     float s = 0.0f;
 #pragma unroll
@@ -98,10 +120,46 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
     weight[w] = sm_m[w] == -INFINITY ? 0.0f : expf(sm_m[w] - M);
     total += sm_l[w] * weight[w];
   }
+  if (a.splits > 1) {
+    float* p = a.partial + (((b * a.Tq + i) * a.Hq + h) * a.splits + split) * (a.Dh + 2);
+    if (threadIdx.x == 0) {
+      p[0] = M;
+      p[1] = total;
+    }
+    for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += sm_acc[w][d] * weight[w];
+      p[2 + d] = sum;
+    }
+    return;
+  }
   T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + i * a.os[1] + h * a.os[2];
   for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
     float sum = 0.0f;
     for (int w = 0; w < kWarps; ++w) sum += sm_acc[w][d] * weight[w];
+    out[d * a.os[3]] = from_f32<T>(total > 0.0f ? sum / total : 0.0f);
+  }
+}
+
+// Merges the splits of one (i, h, b): rescales each to the common max, as the warps are.
+template <class T>
+__global__ void attention_merge_kernel(const AttentionArgs a) {
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const float* p = a.partial + ((b * a.Tq + i) * a.Hq + h) * a.splits * (a.Dh + 2);
+  float M = -INFINITY;
+  for (int64_t s = 0; s < a.splits; ++s) M = fmaxf(M, p[s * (a.Dh + 2)]);
+  float total = 0.0f;
+  for (int64_t s = 0; s < a.splits; ++s) {
+    const float m = p[s * (a.Dh + 2)];
+    if (m != -INFINITY) total += p[s * (a.Dh + 2) + 1] * expf(m - M);
+  }
+  T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + i * a.os[1] + h * a.os[2];
+  for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t s = 0; s < a.splits; ++s) {
+      const float m = p[s * (a.Dh + 2)];
+      if (m != -INFINITY) sum += p[s * (a.Dh + 2) + 2 + d] * expf(m - M);
+    }
     out[d * a.os[3]] = from_f32<T>(total > 0.0f ? sum / total : 0.0f);
   }
 }
@@ -120,9 +178,16 @@ std::string attention_refusal(const View& q) {
   return "";
 }
 
+size_t attention_workspace_bytes(const View& q, const View& k) {
+  const int64_t splits = split_count(q, k);
+  if (splits <= 1) return 0;
+  return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) *
+         sizeof(float);
+}
+
 cudaError_t launch_attention(const View& q, const View& k, const View& v,
                              const View& kv_lengths, const View& out, float scale, bool causal,
-                             cudaStream_t stream) {
+                             void* workspace, cudaStream_t stream) {
   if (!attention_refusal(q).empty()) return cudaErrorInvalidValue;
   AttentionArgs a{};
   a.q = static_cast<const char*>(q.data);
@@ -144,11 +209,16 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v,
   }
   a.scale = scale;
   a.causal = causal;
+  a.splits = split_count(q, k);
+  a.partial = static_cast<float*>(workspace);
+  if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
-  const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
+  const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
+  const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
   bool ok = visit_floating(q.dtype, [&](auto tag) {
     using T = decltype(tag);
     attention_kernel<T><<<grid, kWarps * 32, 0, stream>>>(a);
+    if (a.splits > 1) attention_merge_kernel<T><<<merge_grid, 128, 0, stream>>>(a);
   });
   if (!ok) return cudaErrorInvalidValue;
   return cudaGetLastError();

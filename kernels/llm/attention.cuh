@@ -13,9 +13,12 @@ inline constexpr int64_t kMaxAttentionHeadDim = 256;
 // out [B, Tq, Hq, Dh]. Query i of sequence b sees keys 0 .. L - Tq + i (causal) or 0 .. L - 1,
 // where L = kv_lengths[b] clamped to [0, Tk] (a kernel cannot return a status: the op rule
 // and docs/ops.md say what a length outside that range means). A query with no key gets 0.
+// `workspace` holds attention_workspace_bytes(q, k) bytes (NULL when that is 0): the
+// partial results of a decode whose keys are split over several blocks.
 cudaError_t launch_attention(const View& q, const View& k, const View& v,
                              const View& kv_lengths, const View& out, float scale, bool causal,
-                             cudaStream_t stream);
+                             void* workspace, cudaStream_t stream);
+size_t attention_workspace_bytes(const View& q, const View& k);
 
 // Why a shape cannot be served, or "" when it can.
 std::string attention_refusal(const View& q);

@@ -226,6 +226,25 @@ bool resolve(const gk_kernel_args* args, SampleCall* c, std::string* why) {
 
 }  // namespace
 
+LaunchContext::~LaunchContext() {
+  if (ws_ != nullptr) host_->free(host_->host_context, args_->device, ws_, args_->stream);
+}
+
+gk_status LaunchContext::workspace(size_t bytes, void** out) {
+  *out = nullptr;
+  if (bytes == 0) return GK_OK;
+  const gk_status st = host_->alloc(host_->host_context, args_->device, bytes, args_->stream, &ws_);
+  if (st != GK_OK) {
+    const std::string msg = std::string(args_->op) + ": scratch of " + std::to_string(bytes) +
+                            " bytes for partial results could not be allocated";
+    host_->report_error(host_->host_context, msg.c_str());
+    ws_ = nullptr;
+    return st;
+  }
+  *out = ws_;
+  return GK_OK;
+}
+
 gk_status LaunchContext::cuda_error(const char* what, cudaError_t err) const {
   const std::string msg = std::string(args_->op) + ": " + what + " failed: " +
                           cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
@@ -281,8 +300,11 @@ gk_status llm_launch(const gk_kernel_args* args, LaunchContext& ctx) {
   if (std::strcmp(args->op, "attention") == 0) {
     AttentionCall c;
     if (!resolve(args, &c, &why)) return refuse();
+    void* ws = nullptr;
+    const gk_status st = ctx.workspace(kl::attention_workspace_bytes(c.q, c.k), &ws);
+    if (st != GK_OK) return st;
     return ctx.check(kl::launch_attention(c.q, c.k, c.v, c.lengths, c.out, float(c.p.scale),
-                                          c.p.causal, ctx.stream()),
+                                          c.p.causal, ws, ctx.stream()),
                      "attention kernel launch");
   }
   SampleCall c;

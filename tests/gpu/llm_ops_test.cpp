@@ -313,7 +313,8 @@ double time_us(F&& run, S&& sync, int n) {
 }
 
 TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
-  // Llama-3-8B-like decode: Hq 32, Hkv 8, Dh 128, a 4096-token cache, bf16; 151936-id sample.
+  // Llama-3-8B-like shapes: decode over a 4096-token cache and a 512-token causal prefill
+  // (Hq 32, Hkv 8, Dh 128, bf16); sample over Qwen2's 151936 ids.
   TensorPtr q = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 1, 32, 128}).get());
   TensorPtr kc = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 4096, 8, 128}).get());
   TensorPtr vc = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 4096, 8, 128}).get());
@@ -326,6 +327,12 @@ TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
   const double attention = time_us([&] {
     ASSERT_EQ(call("attention", {q.get(), kc.get(), vc.get()}, {out.get()}, {}), GK_OK);
   }, sync, 50);
+  TensorPtr pq = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 512, 32, 128}).get());
+  TensorPtr pk = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 512, 8, 128}).get());
+  TensorPtr pout = gpu_poisoned(GK_DTYPE_BF16, {1, 512, 32, 128});
+  const double prefill = time_us([&] {
+    ASSERT_EQ(call("attention", {pq.get(), pk.get(), pk.get()}, {pout.get()}, {}), GK_OK);
+  }, sync, 10);
   const double greedy = time_us([&] {
     ASSERT_EQ(call("sample", {logits.get()}, {ids.get()}, {fa("temperature", 0)}), GK_OK);
   }, sync, 50);
@@ -335,8 +342,9 @@ TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
               GK_OK);
   }, sync, 20);
   std::printf("decode attention (Hq 32, Hkv 8, Dh 128, 4096 keys, bf16): %.1f us/call\n"
+              "prefill attention (512 tokens, Hq 32, Hkv 8, Dh 128, causal, bf16): %.1f us/call\n"
               "sample V=151936 greedy: %.1f us/call; top_k+top_p: %.1f us/call\n",
-              attention, greedy, filtered);
+              attention, prefill, greedy, filtered);
   EXPECT_GT(attention, 0.0);
 }
 
