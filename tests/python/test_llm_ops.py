@@ -167,3 +167,14 @@ def test_sample_refuses_bad_parameters():
         run("sample", [logits], temperature=-1.0)
     with pytest.raises(gpukit.InvalidArgument, match="top_k' is -2"):
         run("sample", [logits], top_k=-2)
+
+
+def test_kv_cache_append_is_a_cast_into_a_view_of_the_cache():
+    """No kv_append op: writing a step's k/v into the cache is `cast` (same dtype) into a
+    strided view of it, which every op accepts as an output."""
+    cache = np.zeros((2, 16, 2, 8), np.float32)
+    new = rng.standard_normal((2, 3, 2, 8)).astype(np.float32)
+    view = gpukit.from_numpy(cache[:, 5:8])
+    gpukit.call("cast", [gpukit.asarray(new)], out=view)
+    np.testing.assert_array_equal(cache[:, 5:8], new)
+    assert not cache[:, :5].any() and not cache[:, 8:].any()
