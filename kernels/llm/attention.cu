@@ -22,7 +22,7 @@
 namespace gk::kernels::llm {
 namespace {
 
-constexpr int kWarps = 8;   // 256 threads: 8 independent key streams per (token, head)
+constexpr int kWarps = 8;  // 256 threads: 8 independent key streams per (token, head)
 constexpr int kPerLane = kMaxAttentionHeadDim / 32;
 // Keys per split block: 32 per warp, enough to amortise the block's setup and merge.
 constexpr int64_t kSplitKeys = 256;
@@ -40,8 +40,8 @@ struct AttentionArgs {
   int64_t qs[4], ks[4], vs[4], os[4], ls;
   float scale;
   bool causal;
-  int64_t splits;   // blocks per (i, h, b) along the keys
-  float* partial;   // [B, Tq, Hq, splits, Dh + 2] when splits > 1
+  int64_t splits;  // blocks per (i, h, b) along the keys
+  float* partial;  // [B, Tq, Hq, splits, Dh + 2] when splits > 1
 };
 
 int64_t split_count(const View& q, const View& k) {
@@ -181,13 +181,12 @@ std::string attention_refusal(const View& q) {
 size_t attention_workspace_bytes(const View& q, const View& k) {
   const int64_t splits = split_count(q, k);
   if (splits <= 1) return 0;
-  return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) *
-         sizeof(float);
+  return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) * sizeof(float);
 }
 
-cudaError_t launch_attention(const View& q, const View& k, const View& v,
-                             const View& kv_lengths, const View& out, float scale, bool causal,
-                             void* workspace, cudaStream_t stream) {
+cudaError_t launch_attention(const View& q, const View& k, const View& v, const View& kv_lengths,
+                             const View& out, float scale, bool causal, void* workspace,
+                             cudaStream_t stream) {
   if (!attention_refusal(q).empty()) return cudaErrorInvalidValue;
   AttentionArgs a{};
   a.q = static_cast<const char*>(q.data);

@@ -79,8 +79,7 @@ inline RopeParams read_rope(const gk_attr* attrs, int32_t n, int64_t head_dim) {
   p.factor = attr_float(attrs, n, "factor", p.scaling == RopeScaling::kLinear ? 1.0 : p.factor);
   p.low_freq_factor = attr_float(attrs, n, "low_freq_factor", p.low_freq_factor);
   p.high_freq_factor = attr_float(attrs, n, "high_freq_factor", p.high_freq_factor);
-  p.original_max_position =
-      attr_float(attrs, n, "original_max_position", p.original_max_position);
+  p.original_max_position = attr_float(attrs, n, "original_max_position", p.original_max_position);
   return p;
 }
 

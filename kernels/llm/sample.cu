@@ -110,7 +110,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
       count = ReduceI(temp.i).Sum(count);
       if (tid == 0) sh_i = count;
       __syncthreads();
-      if (sh_i < a.top_k) hi = mid; else lo = mid + 1;
+      if (sh_i < a.top_k)
+        hi = mid;
+      else
+        lo = mid + 1;
       __syncthreads();
     }
     k_floor = lo;
@@ -146,7 +149,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
       above = ReduceF(temp.f).Sum(above);
       if (tid == 0) sh_f = above;
       __syncthreads();
-      if (sh_f < goal) hi = mid; else lo = mid + 1;
+      if (sh_f < goal)
+        hi = mid;
+      else
+        lo = mid + 1;
       __syncthreads();
     }
     p_floor = lo;

@@ -56,8 +56,8 @@ gk_status check_embedding(const gk_kernel_args& args, std::string& message) {
   if (gk_status s = check_counts(args, 2, 2, 1, message)) return s;
   if (gk_status s = check_dtype(args, args.inputs[0], "input 'table'", kFloatingDtypes, message))
     return s;
-  if (gk_status s = check_dtype(args, args.inputs[1], "input 'ids'", {GK_DTYPE_I32, GK_DTYPE_I64},
-                                message))
+  if (gk_status s =
+          check_dtype(args, args.inputs[1], "input 'ids'", {GK_DTYPE_I32, GK_DTYPE_I64}, message))
     return s;
   return check_same_dtype(args, args.outputs[0], "output 'out'", args.inputs[0].dtype,
                           "input 'table'", message);
@@ -81,8 +81,8 @@ gk_status embedding_rows(const gk_kernel_args& args, std::string& message) {
       rem /= ids.shape[d];
       ids_off += index[size_t(d)] * ids.strides[d];
     }
-    const int64_t id = load_index(ids, static_cast<const char*>(ids.data) +
-                                           ids_off * int64_t(dtype_size(ids.dtype)));
+    const int64_t id = load_index(
+        ids, static_cast<const char*>(ids.data) + ids_off * int64_t(dtype_size(ids.dtype)));
     if (id < 0 || id >= vocab) {
       std::string where;
       for (int64_t i : index) where += cat(where.empty() ? "" : ", ", i);
@@ -116,15 +116,18 @@ gk_status run_embedding(const gk_kernel_args& args, std::string& message) {
   want.push_back(table.shape[1]);
   if (gk_status s = check_shape(args, args.outputs[0], "output 'out'", want, message)) return s;
   for (int32_t i = 0; i < 2; ++i) {
-    if (gk_status s = check_data(args, args.inputs[i], i ? "input 'ids'" : "input 'table'",
-                                 message))
+    if (gk_status s =
+            check_data(args, args.inputs[i], i ? "input 'ids'" : "input 'table'", message))
       return s;
   }
   if (gk_status s = check_data(args, args.outputs[0], "output 'out'", message)) return s;
   return visit_floating(
-      table.dtype, [&](auto tag) { return embedding_rows<typename decltype(tag)::type>(args, message); },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
-                        dtype_name(table.dtype)); });
+      table.dtype,
+      [&](auto tag) { return embedding_rows<typename decltype(tag)::type>(args, message); },
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
+                    dtype_name(table.dtype));
+      });
 }
 
 // ---- rope ----
@@ -135,8 +138,8 @@ gk_status check_rope(const gk_kernel_args& args, std::string& message) {
     return s;
   if (gk_status s = check_dtype(args, args.inputs[1], "input 'positions'", {GK_DTYPE_I32}, message))
     return s;
-  return check_same_dtype(args, args.outputs[0], "output 'out'", args.inputs[0].dtype,
-                          "input 'x'", message);
+  return check_same_dtype(args, args.outputs[0], "output 'out'", args.inputs[0].dtype, "input 'x'",
+                          message);
 }
 
 template <class T>
@@ -150,8 +153,7 @@ void rope_rows(const gk_kernel_args& args, const llm::RopeParams& p) {
   for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = llm::rope_inv_freq(p, i);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < tokens; ++t) {
-      const int32_t position =
-          load<int32_t>(pos.ndim == 1 ? at(pos, {t}) : at(pos, {b, t}));
+      const int32_t position = load<int32_t>(pos.ndim == 1 ? at(pos, {t}) : at(pos, {b, t}));
       for (int64_t h = 0; h < H; ++h) {
         for (int64_t i = 0; i < half; ++i) {
           // HF's float32 angle, then cos and sin of it in f64.
@@ -192,8 +194,8 @@ gk_status run_rope(const gk_kernel_args& args, std::string& message) {
                 p.rotary_dim, "; expected an even value in 2..", x.shape[3]);
   }
   for (int32_t i = 0; i < 2; ++i) {
-    if (gk_status s = check_data(args, args.inputs[i], i ? "input 'positions'" : "input 'x'",
-                                 message))
+    if (gk_status s =
+            check_data(args, args.inputs[i], i ? "input 'positions'" : "input 'x'", message))
       return s;
   }
   if (gk_status s = check_data(args, args.outputs[0], "output 'out'", message)) return s;
@@ -203,7 +205,9 @@ gk_status run_rope(const gk_kernel_args& args, std::string& message) {
         rope_rows<typename decltype(tag)::type>(args, p);
         return gk_status{GK_OK};
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(x.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(x.dtype));
+      });
 }
 
 // ---- attention ----
@@ -213,13 +217,15 @@ gk_status check_attention(const gk_kernel_args& args, std::string& message) {
   const int32_t dtype = args.inputs[0].dtype;
   if (gk_status s = check_dtype(args, args.inputs[0], "input 'q'", kFloatingDtypes, message))
     return s;
-  if (gk_status s = check_same_dtype(args, args.inputs[1], "input 'k'", dtype, "input 'q'", message))
+  if (gk_status s =
+          check_same_dtype(args, args.inputs[1], "input 'k'", dtype, "input 'q'", message))
     return s;
-  if (gk_status s = check_same_dtype(args, args.inputs[2], "input 'v'", dtype, "input 'q'", message))
+  if (gk_status s =
+          check_same_dtype(args, args.inputs[2], "input 'v'", dtype, "input 'q'", message))
     return s;
   if (args.num_inputs == 4) {
-    if (gk_status s = check_dtype(args, args.inputs[3], "input 'kv_lengths'", {GK_DTYPE_I32},
-                                  message))
+    if (gk_status s =
+            check_dtype(args, args.inputs[3], "input 'kv_lengths'", {GK_DTYPE_I32}, message))
       return s;
   }
   return check_same_dtype(args, args.outputs[0], "output 'out'", dtype, "input 'q'", message);
@@ -257,7 +263,8 @@ void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
         for (int64_t j = 0; j <= last; ++j) {
           const double w = std::exp(scores[size_t(j)] - max);
           sum += w;
-          for (int64_t d = 0; d < Dh; ++d) acc[size_t(d)] += w * double(load<T>(at(v, {b, j, hk, d})));
+          for (int64_t d = 0; d < Dh; ++d)
+            acc[size_t(d)] += w * double(load<T>(at(v, {b, j, hk, d})));
         }
         // A query with no key to attend to (an empty cache, or causal with L < Tq) gives 0.
         for (int64_t d = 0; d < Dh; ++d) {
@@ -300,8 +307,8 @@ gk_status run_attention(const gk_kernel_args& args, std::string& message) {
       const int64_t L = load<int32_t>(at(len, {b}));
       if (L < 0 || L > Tk) {
         return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'kv_lengths' holds ",
-                    L, " for sequence ", b, "; expected 0..", Tk,
-                    " (the kv_tokens of input 'k' ", shape_string(k), ")");
+                    L, " for sequence ", b, "; expected 0..", Tk, " (the kv_tokens of input 'k' ",
+                    shape_string(k), ")");
       }
       lengths[size_t(b)] = L;
     }
@@ -313,7 +320,9 @@ gk_status run_attention(const gk_kernel_args& args, std::string& message) {
         attention_rows<typename decltype(tag)::type>(args, p, lengths);
         return gk_status{GK_OK};
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(q.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(q.dtype));
+      });
 }
 
 // ---- sample ----
@@ -338,7 +347,8 @@ int32_t sample_row(const std::vector<double>& logits, const llm::SampleParams& p
   const double max = logits[size_t(best)];
   if (p.temperature == 0.0 || std::isinf(max)) return int32_t(best);
   std::vector<double> w(static_cast<size_t>(V));
-  for (int64_t j = 0; j < V; ++j) w[size_t(j)] = std::exp((logits[size_t(j)] - max) / p.temperature);
+  for (int64_t j = 0; j < V; ++j)
+    w[size_t(j)] = std::exp((logits[size_t(j)] - max) / p.temperature);
   std::vector<bool> keep(static_cast<size_t>(V), true);
   if (p.top_k > 0 && p.top_k < V) {
     // Keep j when fewer than top_k logits are strictly greater.
@@ -410,8 +420,10 @@ gk_status run_sample(const gk_kernel_args& args, std::string& message) {
         }
         return gk_status{GK_OK};
       },
-      [&] { return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
-                        dtype_name(logits.dtype)); });
+      [&] {
+        return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ",
+                    dtype_name(logits.dtype));
+      });
 }
 
 constexpr OpDef kOps[] = {

@@ -18,24 +18,42 @@ namespace {
 
 const char* dtype_name(int32_t dtype) {
   switch (dtype) {
-    case GK_DTYPE_F32: return "f32";
-    case GK_DTYPE_F64: return "f64";
-    case GK_DTYPE_F16: return "f16";
-    case GK_DTYPE_BF16: return "bf16";
-    case GK_DTYPE_I32: return "i32";
-    case GK_DTYPE_I64: return "i64";
-    default: return "another dtype";
+    case GK_DTYPE_F32:
+      return "f32";
+    case GK_DTYPE_F64:
+      return "f64";
+    case GK_DTYPE_F16:
+      return "f16";
+    case GK_DTYPE_BF16:
+      return "bf16";
+    case GK_DTYPE_I32:
+      return "i32";
+    case GK_DTYPE_I64:
+      return "i64";
+    default:
+      return "another dtype";
   }
 }
 
 bool map_dtype(int32_t dtype, kl::DType* out) {
   switch (dtype) {
-    case GK_DTYPE_F32: *out = kl::DType::f32; return true;
-    case GK_DTYPE_F16: *out = kl::DType::f16; return true;
-    case GK_DTYPE_BF16: *out = kl::DType::bf16; return true;
-    case GK_DTYPE_I32: *out = kl::DType::i32; return true;
-    case GK_DTYPE_I64: *out = kl::DType::i64; return true;
-    default: return false;
+    case GK_DTYPE_F32:
+      *out = kl::DType::f32;
+      return true;
+    case GK_DTYPE_F16:
+      *out = kl::DType::f16;
+      return true;
+    case GK_DTYPE_BF16:
+      *out = kl::DType::bf16;
+      return true;
+    case GK_DTYPE_I32:
+      *out = kl::DType::i32;
+      return true;
+    case GK_DTYPE_I64:
+      *out = kl::DType::i64;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -78,10 +96,11 @@ bool fail(std::string* why, const gk_kernel_args* args, const std::string& probl
 
 bool counts(const gk_kernel_args* args, int min_in, int max_in, std::string* why) {
   if (args->num_inputs < min_in || args->num_inputs > max_in || args->num_outputs != 1) {
-    return fail(why, args, "got " + std::to_string(args->num_inputs) + " inputs and " +
-                               std::to_string(args->num_outputs) + " outputs; expected " +
-                               std::to_string(min_in) + (min_in == max_in ? "" : " to " +
-                               std::to_string(max_in)) + " and 1");
+    return fail(why, args,
+                "got " + std::to_string(args->num_inputs) + " inputs and " +
+                    std::to_string(args->num_outputs) + " outputs; expected " +
+                    std::to_string(min_in) +
+                    (min_in == max_in ? "" : " to " + std::to_string(max_in)) + " and 1");
   }
   return true;
 }
@@ -115,13 +134,15 @@ bool resolve(const gk_kernel_args* args, EmbeddingCall* c, std::string* why) {
   }
   for (int d = 0; d < c->ids.ndim; ++d) {
     if (c->out.shape[d] != c->ids.shape[d]) {
-      return fail(why, args, "output 'out' " + shape_text(c->out) + " does not match ids " +
-                                 shape_text(c->ids));
+      return fail(
+          why, args,
+          "output 'out' " + shape_text(c->out) + " does not match ids " + shape_text(c->ids));
     }
   }
   if (c->out.shape[c->ids.ndim] != c->table.shape[1]) {
-    return fail(why, args, "output 'out' " + shape_text(c->out) + " does not end in the table's " +
-                               std::to_string(c->table.shape[1]) + " columns");
+    return fail(why, args,
+                "output 'out' " + shape_text(c->out) + " does not end in the table's " +
+                    std::to_string(c->table.shape[1]) + " columns");
   }
   return true;
 }
@@ -141,23 +162,25 @@ bool resolve(const gk_kernel_args* args, RopeCall* c, std::string* why) {
     return false;
   }
   if (!floating(c->x.dtype) || c->out.dtype != c->x.dtype || !same_dims(c->x, c->out)) {
-    return fail(why, args, "output 'out' must have the dtype and shape of input 'x' " +
-                               shape_text(c->x));
+    return fail(why, args,
+                "output 'out' must have the dtype and shape of input 'x' " + shape_text(c->x));
   }
-  const bool pos_ok = c->pos.dtype == kl::DType::i32 &&
-                      ((c->pos.ndim == 1 && c->pos.shape[0] == c->x.shape[1]) ||
-                       (c->pos.ndim == 2 && c->pos.shape[0] == c->x.shape[0] &&
-                        c->pos.shape[1] == c->x.shape[1]));
+  const bool pos_ok =
+      c->pos.dtype == kl::DType::i32 &&
+      ((c->pos.ndim == 1 && c->pos.shape[0] == c->x.shape[1]) ||
+       (c->pos.ndim == 2 && c->pos.shape[0] == c->x.shape[0] && c->pos.shape[1] == c->x.shape[1]));
   if (!pos_ok) {
-    return fail(why, args, "input 'positions' " + shape_text(c->pos) +
-                               " must be i32 [T] or [B, T] of input 'x' " + shape_text(c->x));
+    return fail(why, args,
+                "input 'positions' " + shape_text(c->pos) +
+                    " must be i32 [T] or [B, T] of input 'x' " + shape_text(c->x));
   }
   c->p = gk::llm::read_rope(args->attrs, args->num_attrs, c->x.shape[3]);
   if (c->p.rotary_dim < 2 || c->p.rotary_dim % 2 != 0 || c->p.rotary_dim > c->x.shape[3] ||
       c->p.rotary_dim > gk::llm::kMaxRotaryDim) {
-    return fail(why, args, "attribute 'rotary_dim' is " + std::to_string(c->p.rotary_dim) +
-                               "; llm_cuda serves even values in 2.." +
-                               std::to_string(gk::llm::kMaxRotaryDim) + " up to head_dim");
+    return fail(why, args,
+                "attribute 'rotary_dim' is " + std::to_string(c->p.rotary_dim) +
+                    "; llm_cuda serves even values in 2.." +
+                    std::to_string(gk::llm::kMaxRotaryDim) + " up to head_dim");
   }
   return true;
 }
@@ -181,18 +204,17 @@ bool resolve(const gk_kernel_args* args, AttentionCall* c, std::string* why) {
       c->out.dtype != c->q.dtype) {
     return fail(why, args, "q, k, v and out need one dtype of f32, f16, bf16");
   }
-  if (!same_dims(c->k, c->v) || c->k.shape[0] != c->q.shape[0] ||
-      c->k.shape[3] != c->q.shape[3] || c->k.shape[2] == 0 ||
-      c->q.shape[2] % c->k.shape[2] != 0 || !same_dims(c->q, c->out)) {
-    return fail(why, args, "shapes q " + shape_text(c->q) + ", k " + shape_text(c->k) + ", v " +
-                               shape_text(c->v) + ", out " + shape_text(c->out) +
-                               " do not fit together");
+  if (!same_dims(c->k, c->v) || c->k.shape[0] != c->q.shape[0] || c->k.shape[3] != c->q.shape[3] ||
+      c->k.shape[2] == 0 || c->q.shape[2] % c->k.shape[2] != 0 || !same_dims(c->q, c->out)) {
+    return fail(why, args,
+                "shapes q " + shape_text(c->q) + ", k " + shape_text(c->k) + ", v " +
+                    shape_text(c->v) + ", out " + shape_text(c->out) + " do not fit together");
   }
   if (args->num_inputs == 4) {
     if (!to_view(args, args->inputs[3], "input 'kv_lengths'", 1, &c->lengths, why)) return false;
     if (c->lengths.dtype != kl::DType::i32 || c->lengths.shape[0] != c->q.shape[0]) {
-      return fail(why, args, "input 'kv_lengths' must be i32 [" +
-                                 std::to_string(c->q.shape[0]) + "]");
+      return fail(why, args,
+                  "input 'kv_lengths' must be i32 [" + std::to_string(c->q.shape[0]) + "]");
     }
   }
   const std::string refusal = kl::attention_refusal(c->q);
@@ -216,9 +238,10 @@ bool resolve(const gk_kernel_args* args, SampleCall* c, std::string* why) {
   }
   if (!floating(c->logits.dtype) || c->ids.dtype != kl::DType::i32 ||
       c->ids.shape[0] != c->logits.shape[0] || c->logits.shape[1] == 0) {
-    return fail(why, args, "logits " + shape_text(c->logits) +
-                               " (f32, f16, bf16, non-empty rows) and ids i32 [" +
-                               std::to_string(c->logits.shape[0]) + "] expected");
+    return fail(why, args,
+                "logits " + shape_text(c->logits) +
+                    " (f32, f16, bf16, non-empty rows) and ids i32 [" +
+                    std::to_string(c->logits.shape[0]) + "] expected");
   }
   c->p = gk::llm::read_sample(args->attrs, args->num_attrs);
   return true;
@@ -246,8 +269,9 @@ gk_status LaunchContext::workspace(size_t bytes, void** out) {
 }
 
 gk_status LaunchContext::cuda_error(const char* what, cudaError_t err) const {
-  const std::string msg = std::string(args_->op) + ": " + what + " failed: " +
-                          cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  const std::string msg = std::string(args_->op) + ": " + what +
+                          " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                          ")";
   host_->report_error(host_->host_context, msg.c_str());
   return GK_INTERNAL;
 }

@@ -64,15 +64,17 @@ gk_status init(const gk_host_services* host, void** state) {
   }
 }
 
-void shutdown(void* state) { delete static_cast<State*>(state); }
+void shutdown(void* state) {
+  delete static_cast<State*>(state);
+}
 
 gk_status supports(void* /*state*/, const gk_kernel_args* args, char* reason,
                    size_t reason_capacity) {
   try {
     if (args == nullptr || args->op == nullptr || !llm_serves(args->op)) {
-      write_reason(std::string(args && args->op ? args->op : "(null)") +
-                       ": op is not served by llm_cuda",
-                   reason, reason_capacity);
+      write_reason(
+          std::string(args && args->op ? args->op : "(null)") + ": op is not served by llm_cuda",
+          reason, reason_capacity);
       return GK_UNIMPLEMENTED;
     }
     std::string why;
@@ -121,8 +123,14 @@ gk_status launch(void* state, const gk_kernel_args* args) {
 }
 
 const gk_plugin_api kApi = {
-    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "llm_cuda", "0.1.0",
-    init, shutdown, supports, launch,
+    sizeof(gk_plugin_api),
+    GK_PLUGIN_ABI_VERSION,
+    "llm_cuda",
+    "0.1.0",
+    init,
+    shutdown,
+    supports,
+    launch,
 };
 
 }  // namespace

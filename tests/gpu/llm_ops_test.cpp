@@ -24,9 +24,15 @@ struct A {  // one attribute
   double f = 0;
   std::string s;
 };
-A ia(const char* n, int64_t v) { return {n, GK_ATTR_INT, v, 0, ""}; }
-A fa(const char* n, double v) { return {n, GK_ATTR_FLOAT, 0, v, ""}; }
-A sa(const char* n, const char* v) { return {n, GK_ATTR_STRING, 0, 0, v}; }
+A ia(const char* n, int64_t v) {
+  return {n, GK_ATTR_INT, v, 0, ""};
+}
+A fa(const char* n, double v) {
+  return {n, GK_ATTR_FLOAT, 0, v, ""};
+}
+A sa(const char* n, const char* v) {
+  return {n, GK_ATTR_STRING, 0, 0, v};
+}
 
 class LlmGpu : public ::testing::Test {
  protected:
@@ -67,7 +73,8 @@ class LlmGpu : public ::testing::Test {
   }
 
   // A cpu tensor of `dtype` holding `values` (rounded to the dtype by the cpu cast).
-  TensorPtr cpu(int32_t dtype, const std::vector<int64_t>& shape, const std::vector<double>& values) {
+  TensorPtr cpu(int32_t dtype, const std::vector<int64_t>& shape,
+                const std::vector<double>& values) {
     TensorPtr f64 = make_tensor(rt_.get(), GK_DTYPE_F64, shape, 0);
     EXPECT_EQ(gk_copy_from_host(f64.get(), values.data(), values.size() * 8, nullptr), GK_OK);
     if (dtype == GK_DTYPE_F64) return f64;
@@ -88,8 +95,8 @@ class LlmGpu : public ::testing::Test {
     gk_tensor_desc d{};
     d.struct_size = sizeof(d);
     gk_tensor_get_desc(src, &d);
-    TensorPtr t = make_tensor(rt_.get(), d.dtype, std::vector<int64_t>(d.shape, d.shape + d.ndim),
-                              dev_);
+    TensorPtr t =
+        make_tensor(rt_.get(), d.dtype, std::vector<int64_t>(d.shape, d.shape + d.ndim), dev_);
     EXPECT_EQ(gk_copy(t.get(), src, nullptr), GK_OK) << gk_last_error();
     return t;
   }
@@ -195,11 +202,13 @@ TEST_F(LlmGpu, rope_matches_the_cpu_for_each_style_scaling_partial_rotary_and_in
       gk_tensor_get_desc(fused.get(), &xd);
       xd.shape[2] = H;
       std::vector<double> pos;
-      for (int64_t i = 0; i < (c.batched ? B * T : T); ++i) pos.push_back(double((i * 977) % 30000));
-      TensorPtr positions = c.batched ? cpu(GK_DTYPE_I32, {B, T}, pos) : cpu(GK_DTYPE_I32, {T}, pos);
+      for (int64_t i = 0; i < (c.batched ? B * T : T); ++i)
+        pos.push_back(double((i * 977) % 30000));
+      TensorPtr positions =
+          c.batched ? cpu(GK_DTYPE_I32, {B, T}, pos) : cpu(GK_DTYPE_I32, {T}, pos);
       gk_tensor* x_cpu = nullptr;
-      must(gk_tensor_from_external(rt_.get(), 0, gk_tensor_data(fused.get()), &xd, nullptr,
-                                   nullptr, &x_cpu),
+      must(gk_tensor_from_external(rt_.get(), 0, gk_tensor_data(fused.get()), &xd, nullptr, nullptr,
+                                   &x_cpu),
            "view");
       TensorPtr x_cpu_ptr(x_cpu);
       TensorPtr ref = make_tensor(rt_.get(), dtype, {B, T, H, D}, 0);
@@ -232,10 +241,10 @@ struct AttnCase {
 
 TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cache_views) {
   const std::vector<AttnCase> cases = {
-      {1, 64, 64, 64, 8, 2, 64, {}, true},                    // prefill
-      {2, 1, 1000, 1024, 32, 8, 128, {1000, 517}, true},      // decode over a cache view
-      {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},             // chunked prefill; L < Tq
-      {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},              // an empty cache; not causal
+      {1, 64, 64, 64, 8, 2, 64, {}, true},                // prefill
+      {2, 1, 1000, 1024, 32, 8, 128, {1000, 517}, true},  // decode over a cache view
+      {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},         // chunked prefill; L < Tq
+      {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},          // an empty cache; not causal
       {1, 3, 7, 7, 2, 2, 32, {}, false},
   };
   for (const AttnCase& c : cases) {
@@ -244,8 +253,7 @@ TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cac
       TensorPtr kc = random_cpu(dtype, {c.B, c.cap, c.Hkv, c.D});
       TensorPtr vc = random_cpu(dtype, {c.B, c.cap, c.Hkv, c.D});
       TensorPtr k = prefix_view(kc.get(), c.Tk), v = prefix_view(vc.get(), c.Tk);
-      TensorPtr lengths = c.lengths.empty() ? nullptr
-                                            : cpu(GK_DTYPE_I32, {c.B}, c.lengths);
+      TensorPtr lengths = c.lengths.empty() ? nullptr : cpu(GK_DTYPE_I32, {c.B}, c.lengths);
       std::vector<gk_tensor*> in = {q.get(), k.get(), v.get()};
       if (lengths) in.push_back(lengths.get());
       const std::vector<A> attrs = {ia("causal", c.causal)};
@@ -309,7 +317,8 @@ double time_us(F&& run, S&& sync, int n) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) run();
   sync();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+         n;
 }
 
 TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
@@ -324,27 +333,36 @@ TEST_F(LlmGpu, decode_attention_and_sample_times_are_printed) {
   // A copy to the host waits for the default stream, where the calls run.
   std::vector<double> sink;
   auto sync = [&] { sink = values(out.get()); };
-  const double attention = time_us([&] {
-    ASSERT_EQ(call("attention", {q.get(), kc.get(), vc.get()}, {out.get()}, {}), GK_OK);
-  }, sync, 50);
+  const double attention = time_us(
+      [&] {
+        ASSERT_EQ(call("attention", {q.get(), kc.get(), vc.get()}, {out.get()}, {}), GK_OK);
+      },
+      sync, 50);
   TensorPtr pq = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 512, 32, 128}).get());
   TensorPtr pk = gpu_copy(random_cpu(GK_DTYPE_BF16, {1, 512, 8, 128}).get());
   TensorPtr pout = gpu_poisoned(GK_DTYPE_BF16, {1, 512, 32, 128});
-  const double prefill = time_us([&] {
-    ASSERT_EQ(call("attention", {pq.get(), pk.get(), pk.get()}, {pout.get()}, {}), GK_OK);
-  }, sync, 10);
-  const double greedy = time_us([&] {
-    ASSERT_EQ(call("sample", {logits.get()}, {ids.get()}, {fa("temperature", 0)}), GK_OK);
-  }, sync, 50);
-  const double filtered = time_us([&] {
-    ASSERT_EQ(call("sample", {logits.get()}, {ids.get()},
-                   {ia("top_k", 50), fa("top_p", 0.9), ia("seed", 1)}),
-              GK_OK);
-  }, sync, 20);
-  std::printf("decode attention (Hq 32, Hkv 8, Dh 128, 4096 keys, bf16): %.1f us/call\n"
-              "prefill attention (512 tokens, Hq 32, Hkv 8, Dh 128, causal, bf16): %.1f us/call\n"
-              "sample V=151936 greedy: %.1f us/call; top_k+top_p: %.1f us/call\n",
-              attention, prefill, greedy, filtered);
+  const double prefill = time_us(
+      [&] {
+        ASSERT_EQ(call("attention", {pq.get(), pk.get(), pk.get()}, {pout.get()}, {}), GK_OK);
+      },
+      sync, 10);
+  const double greedy = time_us(
+      [&] {
+        ASSERT_EQ(call("sample", {logits.get()}, {ids.get()}, {fa("temperature", 0)}), GK_OK);
+      },
+      sync, 50);
+  const double filtered = time_us(
+      [&] {
+        ASSERT_EQ(call("sample", {logits.get()}, {ids.get()},
+                       {ia("top_k", 50), fa("top_p", 0.9), ia("seed", 1)}),
+                  GK_OK);
+      },
+      sync, 20);
+  std::printf(
+      "decode attention (Hq 32, Hkv 8, Dh 128, 4096 keys, bf16): %.1f us/call\n"
+      "prefill attention (512 tokens, Hq 32, Hkv 8, Dh 128, causal, bf16): %.1f us/call\n"
+      "sample V=151936 greedy: %.1f us/call; top_k+top_p: %.1f us/call\n",
+      attention, prefill, greedy, filtered);
   EXPECT_GT(attention, 0.0);
 }
 

@@ -114,7 +114,8 @@ std::vector<float> hf_inv_freq(const RopeCase& c, int64_t rot) {
       const float high_wavelen = float(c.original) / float(c.high);
       const float wavelen = float(2.0 * M_PI) / f;
       float g = wavelen > low_wavelen ? f / float(c.factor) : f;
-      const float smooth = (float(c.original) / wavelen - float(c.low)) / (float(c.high) - float(c.low));
+      const float smooth =
+          (float(c.original) / wavelen - float(c.low)) / (float(c.high) - float(c.low));
       const float smoothed = (1.0f - smooth) * g / float(c.factor) + smooth * g;
       if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) g = smoothed;
       f = g;
@@ -130,7 +131,9 @@ Attrs rope_attrs(const RopeCase& c) {
   if (c.rotary_dim) a.i("rotary_dim", c.rotary_dim);
   if (c.scaling != "none") a.f("factor", c.factor);
   if (c.scaling == "llama3") {
-    a.f("low_freq_factor", c.low).f("high_freq_factor", c.high).f("original_max_position", c.original);
+    a.f("low_freq_factor", c.low)
+        .f("high_freq_factor", c.high)
+        .f("original_max_position", c.original);
   }
   return a;
 }
@@ -211,7 +214,7 @@ TEST_F(LlmOps, rope_llama3_scaling_divides_low_frequencies_and_keeps_high_ones) 
   const std::vector<float> scaled = hf_inv_freq(c, 128);
   c.scaling = "none";
   const std::vector<float> plain = hf_inv_freq(c, 128);
-  EXPECT_EQ(scaled.front(), plain.front());            // wavelength 2π: kept
+  EXPECT_EQ(scaled.front(), plain.front());             // wavelength 2π: kept
   EXPECT_FLOAT_EQ(scaled.back(), plain.back() / 8.0f);  // wavelength > 8192: divided
   // The plugin agrees, through one pair per frequency at position 1 of a [1,1,1,128] x
   // holding (1, 0) in every pair: out = (cos f, sin f).
@@ -285,12 +288,12 @@ struct AttentionCase {
 
 TEST_F(LlmOps, attention_matches_float64_softmax_with_gqa_causal_offsets_and_cache_views) {
   const std::vector<AttentionCase> cases = {
-      {1, 6, 6, 6, 4, 4, 16, {}, true, 0.0},            // prefill, MHA
-      {2, 3, 7, 10, 4, 2, 16, {7, 4}, true, 0.0},       // chunked prefill over a cache view
-      {2, 1, 9, 12, 8, 2, 32, {9, 1}, true, 0.0},       // decode, GQA 4:1
-      {2, 4, 5, 8, 6, 3, 8, {5, 2}, true, 0.0},         // L < Tq: early rows see no key
-      {1, 3, 5, 5, 2, 1, 8, {0}, true, 0.0},            // an empty cache
-      {2, 3, 5, 5, 4, 1, 8, {5, 3}, false, 0.3},        // not causal, explicit scale
+      {1, 6, 6, 6, 4, 4, 16, {}, true, 0.0},       // prefill, MHA
+      {2, 3, 7, 10, 4, 2, 16, {7, 4}, true, 0.0},  // chunked prefill over a cache view
+      {2, 1, 9, 12, 8, 2, 32, {9, 1}, true, 0.0},  // decode, GQA 4:1
+      {2, 4, 5, 8, 6, 3, 8, {5, 2}, true, 0.0},    // L < Tq: early rows see no key
+      {1, 3, 5, 5, 2, 1, 8, {0}, true, 0.0},       // an empty cache
+      {2, 3, 5, 5, 4, 1, 8, {5, 3}, false, 0.3},   // not causal, explicit scale
   };
   for (const AttentionCase& c : cases) {
     for (int32_t dtype : kFloating) {
@@ -311,11 +314,11 @@ TEST_F(LlmOps, attention_matches_float64_softmax_with_gqa_causal_offsets_and_cac
       const CallResult r = plugin_->call("attention", inputs, {out}, attrs);
       ASSERT_TRUE(r.ok()) << r.describe();
       const double scale = c.scale ? c.scale : 1.0 / std::sqrt(double(c.D));
-      EXPECT_EQ(compare(out, attention_reference(q, k, v, lengths, scale, c.causal),
-                        tolerance(dtype)),
-                "")
-          << "B " << c.B << " Tq " << c.Tq << " Tk " << c.Tk << " Hq " << c.Hq << " Hkv "
-          << c.Hkv << " " << dtype_label(dtype);
+      EXPECT_EQ(
+          compare(out, attention_reference(q, k, v, lengths, scale, c.causal), tolerance(dtype)),
+          "")
+          << "B " << c.B << " Tq " << c.Tq << " Tk " << c.Tk << " Hq " << c.Hq << " Hkv " << c.Hkv
+          << " " << dtype_label(dtype);
     }
   }
 }
@@ -324,8 +327,7 @@ TEST_F(LlmOps, attention_refuses_a_kv_length_beyond_the_cache_naming_it) {
   const Tensor q = random(kF32, {2, 1, 2, 8});
   const Tensor k = random(kF32, {2, 4, 1, 8});
   Tensor out = Tensor::contiguous(kF32, {2, 1, 2, 8});
-  const CallResult r =
-      plugin_->call("attention", {q, k, k, ints(kI32, {2}, {4, 5})}, {out});
+  const CallResult r = plugin_->call("attention", {q, k, k, ints(kI32, {2}, {4, 5})}, {out});
   EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
   EXPECT_NE(r.error.find("holds 5 for sequence 1; expected 0..4"), std::string::npos) << r.error;
 }
@@ -362,7 +364,8 @@ TEST_F(LlmOps, sample_at_temperature_zero_is_the_first_argmax) {
 TEST_F(LlmOps, sample_with_a_seed_replays_each_step_and_differs_between_steps) {
   const Tensor logits = random(kF32, {64, 500}, -2, 2);
   auto at = [&](int64_t seed, int64_t offset) {
-    return sample(*plugin_, logits, Attrs().f("temperature", 1.0).i("seed", seed).i("offset", offset));
+    return sample(*plugin_, logits,
+                  Attrs().f("temperature", 1.0).i("seed", seed).i("offset", offset));
   };
   EXPECT_EQ(at(42, 3), at(42, 3));
   EXPECT_NE(at(42, 3), at(42, 4));

@@ -44,8 +44,7 @@ void require_string_in(const OpCall& call, const char* attr, const char* fallbac
   call.fail_attr(attr, "is '" + v + "'; expected one of " + list);
 }
 
-void require_finite(const OpCall& call, const char* attr, double v, const char* range,
-                    bool ok) {
+void require_finite(const OpCall& call, const char* attr, double v, const char* range, bool ok) {
   if (std::isfinite(v) && ok) return;
   call.fail_attr(attr, "is " + num(v) + "; expected " + range);
 }
@@ -109,8 +108,7 @@ OpSchema rope() {
     if (!pos_ok) {
       call.fail_input(1, "has shape " + shape_text(pos) + "; expected [" + std::to_string(t) +
                              "] or [" + std::to_string(b) + ", " + std::to_string(t) +
-                             "] (tokens, or batch and tokens, of input 'x' " + shape_text(x) +
-                             ")");
+                             "] (tokens, or batch and tokens, of input 'x' " + shape_text(x) + ")");
     }
     require_string_in(call, "style", "half", {"half", "interleaved"});
     require_string_in(call, "scaling", "none", {"none", "llama3", "linear"});
@@ -132,12 +130,12 @@ OpSchema rope() {
     if (p.scaling == llm::RopeScaling::kLlama3) {
       require_finite(call, "low_freq_factor", p.low_freq_factor, "a finite value > 0",
                      p.low_freq_factor > 0.0);
-      const std::string above_low = "a finite value > low_freq_factor (" +
-                                    num(p.low_freq_factor) + ")";
+      const std::string above_low =
+          "a finite value > low_freq_factor (" + num(p.low_freq_factor) + ")";
       require_finite(call, "high_freq_factor", p.high_freq_factor, above_low.c_str(),
                      p.high_freq_factor > p.low_freq_factor);
-      require_finite(call, "original_max_position", p.original_max_position,
-                     "a finite value > 0", p.original_max_position > 0.0);
+      require_finite(call, "original_max_position", p.original_max_position, "a finite value > 0",
+                     p.original_max_position > 0.0);
     }
     return std::vector<gk_tensor_desc>{make_desc(x.dtype, dims(x))};
   };
@@ -179,8 +177,8 @@ OpSchema attention() {
       const gk_tensor_desc& len = call.input(3);
       if (len.ndim != 1 || len.shape[0] != b) {
         call.fail_input(3, "has shape " + shape_text(len) + "; expected [" + std::to_string(b) +
-                               "] (one cache length per sequence of input 'q' " +
-                               shape_text(q) + ")");
+                               "] (one cache length per sequence of input 'q' " + shape_text(q) +
+                               ")");
       }
     }
     RawAttrs raw(call, {"scale", "causal"});
