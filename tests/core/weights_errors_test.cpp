@@ -57,6 +57,9 @@ std::vector<Bad> bad_safetensors() {
   out.push_back({"element overflow",
                  st("U8", "[4294967296,4294967296]", "[0,0]", 0),
                  {"tensor 't'", "2^62"}});
+  out.push_back({"empty with overflowing dims",
+                 st("U8", "[4294967296,0,4294967296]", "[0,0]", 0),
+                 {"tensor 't'", "2^62"}});
   out.push_back(
       {"offset not integer", st("F32", "[1]", "[0,4.5]", 4), {"tensor 't'", "data_offsets"}});
   out.push_back({"overlap",
@@ -176,6 +179,12 @@ std::vector<Bad> bad_gguf() {
     GgufWriter g;
     g.tensor("w", {int64_t(1) << 40, int64_t(1) << 40}, kGgmlF32, Bytes());
     out.push_back({"element overflow", g.bytes(), {"tensor 'w'", "2^62"}});
+  }
+  {
+    // Empty, but its other dimensions overflow: it would set strides past 2^63.
+    GgufWriter g;
+    g.tensor("w", {int64_t(1) << 40, 0, int64_t(1) << 40}, kGgmlF32, Bytes());
+    out.push_back({"empty with overflowing dims", g.bytes(), {"tensor 'w'", "2^62"}});
   }
   {
     GgufWriter g;

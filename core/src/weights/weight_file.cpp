@@ -95,7 +95,9 @@ uint64_t checked_elements(const MappedFile& file, const std::string& name, int32
                                   " dimensions; GPUkit holds at most " +
                                   std::to_string(GK_MAX_DIMS) + " (GK_MAX_DIMS)");
   }
-  uint64_t elements = 1;
+  // A 0-size dimension counts as 1 here, as in the descriptor rule (check_layout): an empty
+  // tensor still sets the strides and the element product of its other dimensions.
+  uint64_t span = 1;
   bool over = false, empty = false;
   for (int32_t k = 0; k < ndim; ++k) {
     if (shape[k] < 0) {
@@ -103,17 +105,16 @@ uint64_t checked_elements(const MappedFile& file, const std::string& name, int32
                                     " is " + std::to_string(shape[k]));
     }
     empty |= shape[k] == 0;
-    over |= __builtin_mul_overflow(elements, uint64_t(shape[k]), &elements);
+    over |= __builtin_mul_overflow(span, uint64_t(std::max<int64_t>(shape[k], 1)), &span);
   }
-  if (empty) return 0;
-  if (over || elements > uint64_t(kMaxTensorBytes)) {
+  if (over || span > uint64_t(kMaxTensorBytes)) {
     std::string dims;
     for (int32_t k = 0; k < ndim; ++k) dims += (k ? ", " : "") + std::to_string(shape[k]);
     fail(GK_INVALID_ARGUMENT, tensor_context(file, name) + ": shape [" + dims +
                                   "] has more than 2^62 elements (kMaxTensorBytes, the " +
                                   "largest tensor)");
   }
-  return elements;
+  return empty ? 0 : span;
 }
 
 void check_spans(const MappedFile& file, const std::vector<TensorEntry>& tensors,

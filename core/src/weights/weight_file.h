@@ -61,7 +61,8 @@ FileContents parse_gguf(const MappedFile& file, uint32_t file_index);
 // Shared checks of the parsers. "<path>: tensor '<name>'" for messages.
 std::string tensor_context(const MappedFile& file, const std::string& name);
 // Checks the dimension count and the element count (each dimension >= 0, the product within
-// kMaxTensorBytes) and returns the element count; fails naming the tensor.
+// kMaxTensorBytes with a 0-size dimension counted as 1) and returns the element count; fails
+// naming the tensor.
 uint64_t checked_elements(const MappedFile& file, const std::string& name, int32_t ndim,
                           const int64_t* shape);
 // Checks that the tensors' byte spans [offset, offset + bytes) lie within
