@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -165,10 +166,35 @@ std::string sm_range(const gk_plugin_info& p) {
   return sm_string(p.sm_min) + "-" + sm_string(p.sm_max);
 }
 
+// A path as a reader wants it: normalised ("a/./b/../c" -> "a/c"), and relative to the
+// current folder when it lies inside it.
+std::string display_path(const std::string& path) {
+  if (path.empty()) return path;
+  namespace fs = std::filesystem;
+  const fs::path normal = fs::path(path).lexically_normal();
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec && normal.is_absolute()) {
+    const fs::path relative = normal.lexically_relative(cwd);
+    if (!relative.empty() && *relative.begin() != "..") return relative.string();
+  }
+  return normal.string();
+}
+
 void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) {
   std::vector<std::string> header = {"NAME", "VERSION",  "FAMILY", "DEVICE",
                                      "SM",   "PRIORITY", "STATUS", "REASON"};
   if (paths) header.insert(header.end() - 1, "MANIFEST");
+  // A reason that several plugins share (say, no CUDA device) is said once, under the table.
+  std::map<std::string, int> reason_count;
+  for (const auto& p : plugins) ++reason_count[str(p.reason)];
+  std::vector<std::string> notes;
+  auto reason_cell = [&](const std::string& reason) -> std::string {
+    if (reason.empty() || reason_count[reason] < 2) return reason;
+    auto it = std::find(notes.begin(), notes.end(), reason);
+    if (it == notes.end()) it = notes.insert(notes.end(), reason);
+    return "see (" + std::to_string(it - notes.begin() + 1) + ")";
+  };
   Table t(header);
   for (const auto& p : plugins) {
     std::vector<std::string> row = {str(p.name),
@@ -178,14 +204,18 @@ void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) 
                                     sm_range(p),
                                     std::to_string(p.priority),
                                     p.loaded ? "loaded" : "skipped",
-                                    str(p.reason)};
-    if (paths) row.insert(row.end() - 1, str(p.manifest_path));
+                                    reason_cell(str(p.reason))};
+    if (paths) row.insert(row.end() - 1, display_path(str(p.manifest_path)));
     t.add_row(row);
   }
   if (t.empty()) {
     std::cout << "(no plugin manifests found)\n";
-  } else {
-    t.print(std::cout);
+    return;
+  }
+  t.print(std::cout);
+  for (size_t i = 0; i < notes.size(); ++i) {
+    Table note({"(" + std::to_string(i + 1) + ")", notes[i]});
+    note.print(std::cout);
   }
 }
 
@@ -261,7 +291,8 @@ int cmd_plugins(const GlobalOptions& g, bool json) {
   RuntimePtr rt = open_runtime(g);
   const auto plugins = plugins_of(rt.get());
   if (json) {
-    std::cout << json_text(plugins_json(plugins), 2) << '\n';
+    // An object with named keys, as every --json output is.
+    std::cout << json_text(nlohmann::json{{"plugins", plugins_json(plugins)}}, 2) << '\n';
     return 0;
   }
   print_plugin_table(plugins, /*paths=*/true);
@@ -280,10 +311,14 @@ struct ExplainOptions {
 
 int cmd_explain(const GlobalOptions& g, const ExplainOptions& o) {
   const int32_t dtype = parse_dtype(o.dtype);
-  if (!dtype) throw std::invalid_argument("unknown dtype '" + o.dtype + "'");
+  if (!dtype) {
+    throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "' (known: " +
+                                dtype_names() + ")");
+  }
   int32_t out_dtype = 0;
   if (!o.out_dtype.empty() && !(out_dtype = parse_dtype(o.out_dtype))) {
-    throw std::invalid_argument("unknown dtype '" + o.out_dtype + "'");
+    throw std::invalid_argument("--out-dtype: unknown dtype '" + o.out_dtype + "' (known: " +
+                                dtype_names() + ")");
   }
   std::vector<Shape> shapes;
   for (const auto& s : o.shapes) shapes.push_back(parse_shape(s));
@@ -435,28 +470,38 @@ void print_tasks_table(const nlohmann::ordered_json& view, const std::vector<Dem
                "these in its own\nprocess and shows the scheduler's view of them "
                "(gk_scheduler_json; --json prints it whole).\n\n";
   for (const auto& d : view["devices"]) {
-    std::cout << "Device " << d["device"].get<int>() << " (" << d["label"].get<std::string>()
-              << "): memory " << mib_string(d["memory_reserved"].get<uint64_t>()) << " reserved of "
-              << mib_string(d["memory_capacity"].get<uint64_t>()) << " (the demo's budget); SMs "
-              << d["sms_reserved"].get<int>() << " reserved of " << d["sm_count"].get<int>()
-              << "; stream priorities " << d["stream_priorities"]["least"].get<int>()
-              << " (least) .. " << d["stream_priorities"]["greatest"].get<int>() << " (greatest)\n";
+    std::ostringstream line;
+    line << "Device " << d["device"].get<int>() << " (" << d["label"].get<std::string>()
+         << "): memory " << mib_string(d["memory_reserved"].get<uint64_t>()) << " reserved of "
+         << mib_string(d["memory_capacity"].get<uint64_t>()) << " (the demo's budget); SMs "
+         << d["sms_reserved"].get<int>() << " reserved of " << d["sm_count"].get<int>()
+         << "; stream priorities " << d["stream_priorities"]["least"].get<int>()
+         << " (least) .. " << d["stream_priorities"]["greatest"].get<int>() << " (greatest)";
+    print_wrapped(std::cout, line.str());
+    line.str("");
     const auto& p = d["partitions"];
     if (p["available"].get<bool>()) {
-      std::cout << "SM partitions: " << p["granules"].get<int>() << " granules of "
-                << p["granule_sms"].get<int>() << " SMs (+" << p["remainder_sms"].get<int>()
-                << " remainder), " << p["exclusive_free"].get<int>() << " not held exclusively\n";
+      line << "SM partitions: " << p["granules"].get<int>() << " granules of "
+           << p["granule_sms"].get<int>() << " SMs (+" << p["remainder_sms"].get<int>()
+           << " remainder), " << p["exclusive_free"].get<int>() << " not held exclusively";
     } else {
-      std::cout << "SM partitions: none (" << p["why"].get<std::string>() << ")\n";
+      line << "SM partitions: none (" << p["why"].get<std::string>() << ")";
     }
+    print_wrapped(std::cout, line.str());
+    line.str("");
     const auto& pacing = d["pacing"];
-    std::cout << "BestEffort pacing: " << pacing["best_effort_inflight"].get<int>()
-              << " op(s) in flight while Guaranteed work is busy (idle after "
-              << pacing["guaranteed_idle_us"].get<uint32_t>() << " us, hold at most "
-              << pacing["max_hold_us"].get<uint32_t>() << " us)\n\n";
+    line << "BestEffort pacing: " << pacing["best_effort_inflight"].get<int>()
+         << " op(s) in flight while Guaranteed work is busy (idle after "
+         << pacing["guaranteed_idle_us"].get<uint32_t>() << " us, hold at most "
+         << pacing["max_hold_us"].get<uint32_t>() << " us)";
+    print_wrapped(std::cout, line.str());
+    std::cout << '\n';
   }
-  Table t({"NAME", "QOS", "STATE", "MEM RESERVED", "MEM IN USE", "MEM LIMIT", "SMS REQ/LIMIT",
-           "SM PARTITION", "STREAM PRIO", "REASON"});
+  // Reasons are sentences: they follow the table, one per task, rather than a column.
+  Table reasons({"TASK", "REASON"});
+  std::cout << "RESERVED, IN USE, LIMIT: the task's memory; SMS: requested/limit; PRIO: the "
+               "priority of its streams.\n";
+  Table t({"NAME", "QOS", "STATE", "RESERVED", "IN USE", "LIMIT", "SMS", "SM PARTITION", "PRIO"});
   size_t i = 0;  // the view lists tasks in creation order, the demo's order
   for (const auto& task : view["tasks"]) {
     gk_task_info info{};
@@ -478,10 +523,12 @@ void print_tasks_table(const nlohmann::ordered_json& view, const std::vector<Dem
                    (sm_limit ? std::to_string(sm_limit) : std::string("-")),
                partition ? std::to_string(partition) + " " + sm["partition_kind"].get<std::string>()
                          : "-",
-               std::to_string(task["stream_priority"].get<int>()),
-               task["reason"].get<std::string>()});
+               std::to_string(task["stream_priority"].get<int>())});
+    reasons.add_row({task["name"].get<std::string>(), task["reason"].get<std::string>()});
   }
   t.print(std::cout);
+  std::cout << '\n';
+  reasons.print(std::cout);
 }
 
 int cmd_tasks(const GlobalOptions& g, int32_t device_option, bool json) {

@@ -159,6 +159,14 @@ int32_t parse_dtype(const std::string& name) {
   return 0;
 }
 
+std::string dtype_names() {
+  std::string names;
+  for (int32_t d = GK_DTYPE_F32; d <= GK_DTYPE_BOOL; ++d) {
+    names += (names.empty() ? "" : ", ") + std::string(gk_dtype_name(d));
+  }
+  return names;
+}
+
 std::string describe(const gk_tensor_desc& desc) {
   std::string s = gk_dtype_name(desc.dtype);
   s += '[';

@@ -46,6 +46,8 @@ Shape parse_shape(const std::string& text);
 
 // "f32", "bf16", … → gk_dtype; 0 when unknown.
 int32_t parse_dtype(const std::string& name);
+// The dtype names parse_dtype knows, comma-separated, for error messages.
+std::string dtype_names();
 
 // "f32[64,64]".
 std::string describe(const gk_tensor_desc& desc);

@@ -70,10 +70,11 @@ if(PKG_CONFIG)
   message(STATUS "sdk: pkg-config gpukit: ${flags}")
   separate_arguments(flags UNIX_COMMAND "${flags}")
   step("compile hello.c with pkg-config"
-    COMMAND ${C_COMPILER} -std=c99 -Wall -Wextra -o ${WORK_DIR}/hello ${HELLO_SOURCE} ${flags}
-            -Wl,-rpath,${prefix}/${LIBDIR})
+    COMMAND ${C_COMPILER} -std=c99 -Wall -Wextra -o ${WORK_DIR}/hello ${HELLO_SOURCE} ${flags})
+  # No LD_LIBRARY_PATH: the rpath that pkg-config's Libs carry must find libgpukit.
   step("run hello against the install tree"
-    COMMAND ${CMAKE_COMMAND} -E env GPUKIT_PLUGIN_PATH= GPUKIT_DEVICE=cpu ${WORK_DIR}/hello)
+    COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH GPUKIT_PLUGIN_PATH= GPUKIT_DEVICE=cpu
+            ${WORK_DIR}/hello)
 else()
   message(STATUS "sdk: pkg-config not found, pkg-config step skipped")
 endif()

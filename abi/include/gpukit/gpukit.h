@@ -566,9 +566,10 @@ GK_API int32_t gk_plugin_count(const gk_runtime* runtime);
 GK_API gk_status gk_plugin_get(const gk_runtime* runtime, int32_t index, gk_plugin_info* out);
 
 /* A JSON description of dispatch for op `name` on the given descriptors:
- * {"op":…, "device":…, "chosen":"plugin" or null, "candidates":[{"plugin":…,
- * "priority":…, "accepted":bool, "reason":…}, …]}. `inputs` and `outputs` are
- * descriptors, so nothing is allocated or run. The caller frees *out_json with
+ * {"op":…, "device":…, "inputs":[{"dtype":…, "shape":[…], "strides":[…]}, …],
+ * "outputs":[… the same; inferred when num_outputs is 0 …], "chosen":"plugin" or null,
+ * "candidates":[{"plugin":…, "priority":…, "accepted":bool, "reason":…}, …]}. `inputs` and
+ * `outputs` are descriptors, so nothing is allocated or run. The caller frees *out_json with
  * gk_string_free. Any thread. */
 GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t device,
                             const gk_tensor_desc* inputs, int32_t num_inputs,

@@ -427,6 +427,18 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
     j["device"] = dev.label();
     j["device_id"] = dev.id;
     j["dtype"] = num_inputs ? gk::dtype_name(kt.inputs[0].dtype) : "";
+    // The descriptors as dispatch saw them: outputs inferred when none were given.
+    auto descs_json = [](const std::vector<gk_tensor_desc>& descs) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& d : descs) {
+        list.push_back({{"dtype", gk::dtype_name(d.dtype)},
+                        {"shape", std::vector<int64_t>(d.shape, d.shape + d.ndim)},
+                        {"strides", std::vector<int64_t>(d.strides, d.strides + d.ndim)}});
+      }
+      return list;
+    };
+    j["inputs"] = descs_json(kt.inputs);
+    j["outputs"] = descs_json(kt.outputs);
     j["chosen"] = decision.chosen ? nlohmann::json(decision.chosen->name) : nlohmann::json();
     j["candidates"] = nlohmann::json::array();
     for (const auto& c : decision.candidates) {
