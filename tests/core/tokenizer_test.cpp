@@ -6,12 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "test_runtime.h"
 #include "weights_writer.h"
@@ -261,6 +263,30 @@ TEST_F(TinyTokenizer, small_buffers_report_the_size_needed) {
             GK_INVALID_ARGUMENT);
   EXPECT_EQ(gk_tokenizer_encode(nullptr, text.data(), text.size(), 0, nullptr, 0, &n),
             GK_INVALID_ARGUMENT);
+}
+
+TEST_F(TinyTokenizer, threads_share_one_tokenizer) {
+  const std::string text = "hello world \xF0\x9F\x98\x80 <sep> hello";
+  const Ids expected = encode(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        Ids ids(64);
+        size_t n = 0;
+        if (gk_tokenizer_encode(tok_.get(), text.data(), text.size(), 0, ids.data(), ids.size(),
+                                &n) != GK_OK) {
+          ++mismatches;
+          continue;
+        }
+        ids.resize(n);
+        if (ids != expected) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 // ---------------------------------------------------------------------------------------

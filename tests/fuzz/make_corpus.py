@@ -493,6 +493,18 @@ for ttype, name in [(GGML_Q4_0, "q4_0"), (GGML_Q4_1, "q4_1"), (GGML_Q8_0, "q8_0"
     block = BLOCK_BYTES[ttype][0]
     WEIGHTS[f"gguf_{name}.gguf"] = gguf([], [(f"blk.0.{name}", [block, 2], ttype)])
 
+# ---- tokenizer: a mode byte (bit 0 add special, bit 1 parse special, bit 2 skip special in
+# decode), then text (fuzz_tokenizer.cpp) ----
+TOKENIZER = {
+    "plain": b"\x00the quick brown fox in the den",
+    "specials": b"\x03<|bos|>hi <|eot|> there<tool>x",
+    "emoji": "\x00a\U0001F600b\U0001F999 \u4f60\u597d".encode(),
+    "numbers": b"\x00123 4567, 1,000,000.25",
+    "whitespace": b"\x00  a \t\n\n  b\r\n   ",
+    "invalid_utf8": b"\x04\xff\xe2\x82 \xf0\x9f\x98 \xc0\x80\xed\xa0\x80",
+    "contractions": b"\x01I'M you're WE'LL it's",
+}
+
 
 def write(target, seeds):
     folder = CORPUS / target
@@ -512,6 +524,7 @@ def main():
     write("dlpack", DLPACK)
     write("manifest", MANIFEST)
     write("weights", WEIGHTS)
+    write("tokenizer", TOKENIZER)
 
 
 if __name__ == "__main__":

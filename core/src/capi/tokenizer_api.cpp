@@ -148,7 +148,7 @@ GK_API gk_status gk_tokenizer_decode(const gk_tokenizer* tokenizer, const int32_
                                     std::to_string(text.size()) + " bytes; capacity is " +
                                     std::to_string(capacity));
     }
-    std::memcpy(out, text.data(), text.size());
+    if (!text.empty()) std::memcpy(out, text.data(), text.size());
     if (capacity > text.size()) out[text.size()] = '\0';
   });
 }

@@ -93,7 +93,8 @@ PreTokenizer::~PreTokenizer() = default;
 void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out) const {
   std::vector<std::string_view> pieces{text};
   std::vector<std::string_view> next;
-  for (const auto& c : compiled_) {
+  for (size_t k = 0; k < compiled_.size(); ++k) {
+    const auto& c = compiled_[k];
     std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
         pcre2_match_data_create_from_pattern(c->code, nullptr), pcre2_match_data_free);
     if (!md) throw std::bad_alloc();
@@ -107,6 +108,12 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
         const int rc = pcre2_match(c->code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK,
                                    md.get(), nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+            rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+          fail(GK_RESOURCE_EXHAUSTED, "pre-tokenizer pattern '" + patterns_[k] +
+                                          "' on a piece of " + std::to_string(piece.size()) +
+                                          " bytes: " + pcre2_message(rc));
+        }
         if (rc < 0) fail(GK_INTERNAL, "pre-tokenizer: " + pcre2_message(rc));
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
         const size_t b = ov[0], e = ov[1];
