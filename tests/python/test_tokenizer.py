@@ -142,3 +142,70 @@ def test_smollm2_metadata_and_streaming(pair):
     assert "" in pieces[:-1] or len(ids) == len(pieces) - 1
     with pytest.raises(gpukit.errors.InvalidArgument, match="49152"):
         ours.decode([ours.vocab_size])
+
+
+# ---- tokenizer.json: the same vocabularies saved by HF tokenizers and read back ----
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _hf_from_gguf(path, pre_tokenizer, ignore_merges=False):
+    reader = gguf.GGUFReader(path)
+    tokens = _strings(reader.fields["tokenizer.ggml.tokens"], reader)
+    merges = _strings(reader.fields["tokenizer.ggml.merges"], reader)
+    f = reader.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE(
+        vocab=vocab, merges=[tuple(m.split(" ", 1)) for m in merges],
+        ignore_merges=ignore_merges))
+    hf.pre_tokenizer = pre_tokenizer
+    hf.decoder = tokenizers.decoders.ByteLevel()
+    hf.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False)
+                           for t, ty in zip(tokens, types) if ty == 3])
+    return hf
+
+
+def _compare_saved(hf, tmp_path):
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    ours = gpukit.Tokenizer.open(path)
+    assert ours.vocab_size == hf.get_vocab_size()
+    hf.encode_special_tokens = True
+    mismatches = [(s, ours.encode(s, add_special=False), hf.encode(s, add_special_tokens=False).ids)
+                  for s in _corpus()]
+    mismatches = [m for m in mismatches if m[1] != m[2]]
+    assert not mismatches, f"{len(mismatches)} differ; first: {mismatches[0]}"
+    hf.encode_special_tokens = False
+    s = "<|im_start|>x<|im_end|>" if "<|im_start|>" in hf.get_vocab() else "<|begin_of_text|>x"
+    assert ours.encode(s, add_special=False, parse_special=True) == \
+        hf.encode(s, add_special_tokens=False).ids
+
+
+@needs_gguf
+def test_smollm2_tokenizer_json_matches_hf(tmp_path):
+    pre = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Digits(individual_digits=True),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    _compare_saved(_hf_from_gguf(GGUF_PATH, pre), tmp_path)
+
+
+def _llama_bpe_vocab():
+    import os
+    root = os.environ.get("GPUKIT_FIXTURES") or os.path.join(
+        os.path.expanduser("~"), ".cache", "gpukit", "fixtures")
+    path = os.path.join(root, "llama-vocab", "ggml-vocab-llama-bpe.gguf")
+    return path if os.path.isfile(path) else None
+
+
+@pytest.mark.skipif(_llama_bpe_vocab() is None, reason="no llama.cpp vocabularies (run "
+                    "tests/fixtures/fetch_tokenizer_vocabs.py or make deps)")
+def test_llama3_tokenizer_json_split_regex_matches_hf(tmp_path):
+    """Llama 3's tokenizer.json shape: a Split with its original (?i:) pattern, then a
+    ByteLevel without its own regex, and ignore_merges."""
+    pre = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(LLAMA3_PATTERN), behavior="isolated",
+                                        invert=False),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    _compare_saved(_hf_from_gguf(_llama_bpe_vocab(), pre, ignore_merges=True), tmp_path)
