@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -63,16 +63,35 @@ std::string chars(const std::string& bytes) {
 // Ids 0..255 are the bytes; then merges build "hello", " world" and the first two bytes of
 // 😀 (F0 9F); 266.. are added tokens.
 enum : int32_t {
-  kHe = 256, kLl, kHell, kHello, kSpW, kOr, kSpWor, kLd, kSpWorld, kEmojiHead,
-  kBos = 266, kEos = 267, kSep = 268, kVocab = 269
+  kHe = 256,
+  kLl,
+  kHell,
+  kHello,
+  kSpW,
+  kOr,
+  kSpWor,
+  kLd,
+  kSpWorld,
+  kEmojiHead,
+  kBos = 266,
+  kEos = 267,
+  kSep = 268,
+  kVocab = 269
 };
 
 json tiny_tokenizer_json() {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {chars(" "), "w"}, {"o", "r"},
-      {chars(" w"), "or"}, {"l", "d"}, {chars(" wor"), "ld"},
+      {"h", "e"},
+      {"l", "l"},
+      {"he", "ll"},
+      {"hell", "o"},
+      {chars(" "), "w"},
+      {"o", "r"},
+      {chars(" w"), "or"},
+      {"l", "d"},
+      {chars(" wor"), "ld"},
       {byte_char(0xF0), byte_char(0x9F)}};
   json m = json::array();
   int32_t id = 256;
@@ -89,8 +108,7 @@ json tiny_tokenizer_json() {
       {{"id", kEos}, {"content", "<|eos|>"}, {"special", true}},
       {{"id", kSep}, {"content", "<sep>"}, {"special", false}},
   });
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                        {"use_regex", true}};
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   j["post_processor"] = {
       {"type", "TemplateProcessing"},
       {"single", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
@@ -123,9 +141,9 @@ class TinyTokenizer : public ::testing::Test {
     size_t n = 0;
     gk_tokenizer_decode(tok_.get(), ids.data(), ids.size(), flags, nullptr, 0, &n);
     std::string out(n + 1, '\0');
-    EXPECT_EQ(gk_tokenizer_decode(tok_.get(), ids.data(), ids.size(), flags, out.data(),
-                                  out.size(), &n),
-              GK_OK)
+    EXPECT_EQ(
+        gk_tokenizer_decode(tok_.get(), ids.data(), ids.size(), flags, out.data(), out.size(), &n),
+        GK_OK)
         << gk_last_error();
     out.resize(n);
     return out;
@@ -208,10 +226,14 @@ TEST_F(TinyTokenizer, emoji_split_across_tokens_streams_as_one_character) {
 
 TEST_F(TinyTokenizer, invalid_utf8_reads_as_replacement_characters) {
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(encode("a\xFF" "b"), encode("a" + fffd + "b"));
+  EXPECT_EQ(encode("a\xFF"
+                   "b"),
+            encode("a" + fffd + "b"));
   // A truncated three-byte sequence is one maximal invalid part: one U+FFFD.
-  EXPECT_EQ(encode("\xE2\x82" "a"), encode(fffd + "a"));
-  EXPECT_EQ(encode("\xC0\x80"), encode(fffd + fffd));  // overlong: each byte invalid
+  EXPECT_EQ(encode("\xE2\x82"
+                   "a"),
+            encode(fffd + "a"));
+  EXPECT_EQ(encode("\xC0\x80"), encode(fffd + fffd));             // overlong: each byte invalid
   EXPECT_EQ(encode("\xED\xA0\x80"), encode(fffd + fffd + fffd));  // a surrogate
   const std::string nul("a\0b", 3);
   EXPECT_EQ(encode(nul), (Ids{'a', 0, 'b'}));
@@ -305,8 +327,7 @@ TEST(TokenizerFiles, malformed_tokenizer_json_fails_naming_file_and_key) {
   auto rt = make_runtime(test_options());
   ScratchDir dir;
   EXPECT_EQ(open_json(rt.get(), dir, "{\"model\": "), GK_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(gk_last_error()).find("tokenizer.json: not valid JSON"),
-            std::string::npos)
+  EXPECT_NE(std::string(gk_last_error()).find("tokenizer.json: not valid JSON"), std::string::npos)
       << gk_last_error();
 
   json j = tiny_tokenizer_json();
@@ -336,8 +357,8 @@ TEST(TokenizerFiles, malformed_tokenizer_json_fails_naming_file_and_key) {
   EXPECT_EQ(open_json(rt.get(), dir, j.dump()), GK_UNIMPLEMENTED);
 
   j = tiny_tokenizer_json();
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
-                        {"behavior", "Isolated"}};
+  j["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   EXPECT_EQ(open_json(rt.get(), dir, j.dump()), GK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gk_last_error()).find("(unclosed"), std::string::npos);
 
@@ -348,7 +369,9 @@ TEST(TokenizerFiles, malformed_tokenizer_json_fails_naming_file_and_key) {
 
 // The message of from_gguf's last failure (gk_last_error() is reset by the calls after it).
 std::string g_message;
-const std::string& last_message() { return g_message; }
+const std::string& last_message() {
+  return g_message;
+}
 
 // A GGUF holding one tensor and the given tokenizer keys.
 std::string write_gguf(const ScratchDir& dir, const std::function<void(GgufWriter&)>& keys) {
@@ -365,7 +388,10 @@ gk_status from_gguf(gk_runtime* rt, const std::string& path, TokenizerPtr* out =
   const gk_status s = gk_tokenizer_from_weights(w, &t);
   const std::string message = gk_last_error();
   gk_weights_close(w);  // the tokenizer does not need the weights
-  if (out) out->reset(t); else gk_tokenizer_release(t);
+  if (out)
+    out->reset(t);
+  else
+    gk_tokenizer_release(t);
   g_message = message;
   return s;
 }
@@ -412,11 +438,11 @@ TEST(TokenizerFiles, gguf_vocab_loads_and_bad_ones_are_refused) {
       << last_message();
   EXPECT_NE(last_message().find("vocab.gguf"), std::string::npos);
 
-  EXPECT_EQ(from_gguf(rt.get(), write_gguf(dir,
-                                           [](GgufWriter& w) {
-                                             w.kv_string("tokenizer.ggml.model", "llama");
-                                           })),
-            GK_UNIMPLEMENTED);
+  EXPECT_EQ(
+      from_gguf(
+          rt.get(),
+          write_gguf(dir, [](GgufWriter& w) { w.kv_string("tokenizer.ggml.model", "llama"); })),
+      GK_UNIMPLEMENTED);
   EXPECT_NE(last_message().find("'llama'"), std::string::npos);
 
   EXPECT_EQ(from_gguf(rt.get(), write_gguf(dir,
@@ -437,8 +463,7 @@ TEST(TokenizerFiles, gguf_vocab_loads_and_bad_ones_are_refused) {
                                              w.kv_strings("tokenizer.ggml.merges", {"1 Q9"});
                                            })),
             GK_INVALID_ARGUMENT);
-  EXPECT_NE(last_message().find("tokenizer.ggml.merges[0] '1 Q9' names 'Q9'"),
-            std::string::npos)
+  EXPECT_NE(last_message().find("tokenizer.ggml.merges[0] '1 Q9' names 'Q9'"), std::string::npos)
       << last_message();
 
   EXPECT_EQ(from_gguf(rt.get(), write_gguf(dir,
@@ -450,6 +475,13 @@ TEST(TokenizerFiles, gguf_vocab_loads_and_bad_ones_are_refused) {
   EXPECT_NE(last_message().find("'tokenizer.ggml.tokens': not an array"), std::string::npos);
 
   // A SafeTensors weight set has no vocabulary.
+  EXPECT_EQ(from_gguf(rt.get(), dir.write("model.safetensors",
+                                          safetensors_file({{"a", "F32", {2}, Bytes(8, 0)}}))),
+            GK_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("model.safetensors is a safetensors weight set, which holds no "
+                                "vocabulary"),
+            std::string::npos)
+      << last_message();
   gk_tokenizer* t = nullptr;
   EXPECT_EQ(gk_tokenizer_from_weights(nullptr, &t), GK_INVALID_ARGUMENT);
 }
@@ -461,8 +493,8 @@ TEST(TokenizerFiles, gguf_vocab_loads_and_bad_ones_are_refused) {
 std::filesystem::path fixtures_dir() {
   const char* env = std::getenv("GPUKIT_FIXTURES");
   const char* home = std::getenv("HOME");
-  std::filesystem::path root = env && *env ? env : std::string(home ? home : ".") +
-                                                       "/.cache/gpukit/fixtures";
+  std::filesystem::path root =
+      env && *env ? env : std::string(home ? home : ".") + "/.cache/gpukit/fixtures";
   return root / "llama-vocab";
 }
 
@@ -521,7 +553,7 @@ TEST(TokenizerGolden, llama_cpp_vocabularies_match_every_golden_vector) {
   std::map<std::string, bool> supported;
   for (const auto& inp : inputs) {
     const std::string gguf = inp.parent_path() / inp.stem();  // drops ".inp"
-    const std::string name = inp.stem().stem().string();       // ggml-vocab-<name>
+    const std::string name = inp.stem().stem().string();      // ggml-vocab-<name>
     gk_weights* w = nullptr;
     ASSERT_EQ(gk_weights_open(rt.get(), gguf.c_str(), nullptr, &w), GK_OK) << gk_last_error();
     gk_tokenizer* t = nullptr;
@@ -540,9 +572,9 @@ TEST(TokenizerGolden, llama_cpp_vocabularies_match_every_golden_vector) {
     for (const auto& [text, expected] : tests) {
       Ids ids(text.size() + 8);
       size_t n = 0;
-      ASSERT_EQ(gk_tokenizer_encode(tok.get(), text.data(), text.size(), 0, ids.data(),
-                                    ids.size(), &n),
-                GK_OK)
+      ASSERT_EQ(
+          gk_tokenizer_encode(tok.get(), text.data(), text.size(), 0, ids.data(), ids.size(), &n),
+          GK_OK)
           << gk_last_error();
       ids.resize(n);
       if (ids == expected) {
@@ -553,9 +585,9 @@ TEST(TokenizerGolden, llama_cpp_vocabularies_match_every_golden_vector) {
       }
       std::string back(text.size() + 16, '\0');
       size_t len = 0;
-      ASSERT_EQ(gk_tokenizer_decode(tok.get(), ids.data(), ids.size(), 0, back.data(),
-                                    back.size(), &len),
-                GK_OK)
+      ASSERT_EQ(
+          gk_tokenizer_decode(tok.get(), ids.data(), ids.size(), 0, back.data(), back.size(), &len),
+          GK_OK)
           << gk_last_error();
       back.resize(len);
       if (back == text) ++round_trips;

@@ -62,8 +62,8 @@ std::string tokenizer_json() {
   for (int b = 0; b < 256; ++b) {
     vocab += (b ? "," : "") + json_string(byte_char(b)) + ":" + std::to_string(b);
   }
-  const char* pairs[][2] = {{"t", "h"}, {"th", "e"}, {"Ġ", "the"}, {"i", "n"}, {"Ġ", "in"},
-                            {"ð", "Ł"}, {"1", "2"},   {"12", "3"}};
+  const char* pairs[][2] = {{"t", "h"},  {"th", "e"}, {"Ġ", "the"}, {"i", "n"},
+                            {"Ġ", "in"}, {"ð", "Ł"},  {"1", "2"},   {"12", "3"}};
   int id = 256;
   for (const auto& p : pairs) {
     vocab += "," + json_string(std::string(p[0]) + p[1]) + ":" + std::to_string(id++);
@@ -90,8 +90,8 @@ gk_tokenizer* shared_tokenizer() {
   static gk_tokenizer* tokenizer = [] {
     const std::filesystem::path dir =
         std::filesystem::exists("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
-    const std::string path = (dir / ("gk_fuzz_tokenizer_" + std::to_string(::getpid()) +
-                                     ".json")).string();
+    const std::string path =
+        (dir / ("gk_fuzz_tokenizer_" + std::to_string(::getpid()) + ".json")).string();
     {
       std::ofstream out(path, std::ios::binary | std::ios::trunc);
       out << tokenizer_json();
@@ -177,8 +177,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string back = decode(t, ids, 0);
   // Without special parsing, added tokens, stripping and BOS, valid text comes back whole.
-  if (flags == 0 && valid_utf8(text) && text.find("<tool>") == std::string::npos &&
-      back != text) {
+  if (flags == 0 && valid_utf8(text) && text.find("<tool>") == std::string::npos && back != text) {
     contract_broken("decode(encode(valid UTF-8)) differs from the text");
   }
   if (!valid_utf8(text) && !valid_utf8(back)) {

@@ -2,6 +2,7 @@
 // tokenizer/tokenizer.h.
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "capi/capi_util.h"
 #include "capi/weights_handle.h"
@@ -25,8 +26,8 @@ const gk::tokenizer::Tokenizer& tokenizer_of(const gk_tokenizer* t, const char* 
 void check_flags(uint32_t flags, uint32_t known, const char* function) {
   if (flags & ~known) {
     gk::fail(GK_INVALID_ARGUMENT, std::string(function) + ": unknown flag bits " +
-                                      std::to_string(flags & ~known) + " (known: " +
-                                      std::to_string(known) + ")");
+                                      std::to_string(flags & ~known) +
+                                      " (known: " + std::to_string(known) + ")");
   }
 }
 
@@ -45,6 +46,12 @@ GK_API gk_status gk_tokenizer_from_weights(const gk_weights* weights, gk_tokeniz
     gk::require_arg(weights, "gk_tokenizer_from_weights", "weights");
     gk::require_arg(out, "gk_tokenizer_from_weights", "out");
     const auto& set = *weights->set;
+    if (std::string_view(set.format()) != "gguf") {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_tokenizer_from_weights: " + set.path() + " is a " +
+                                        set.format() +
+                                        " weight set, which holds no vocabulary; open the "
+                                        "tokenizer.json beside it with gk_tokenizer_open");
+    }
     auto t = std::make_unique<gk_tokenizer>();
     t->impl = gk::tokenizer::Tokenizer::from_gguf_metadata(set.metadata(), set.path());
     *out = t.release();
@@ -92,16 +99,15 @@ GK_API gk_status gk_tokenizer_info_get(const gk_tokenizer* tokenizer, gk_tokeniz
   });
 }
 
-GK_API gk_status gk_tokenizer_encode(const gk_tokenizer* tokenizer, const char* text,
-                                     size_t length, uint32_t flags, int32_t* ids,
-                                     size_t capacity, size_t* out_count) {
+GK_API gk_status gk_tokenizer_encode(const gk_tokenizer* tokenizer, const char* text, size_t length,
+                                     uint32_t flags, int32_t* ids, size_t capacity,
+                                     size_t* out_count) {
   return gk::c_guard([&] {
     const auto& t = tokenizer_of(tokenizer, "gk_tokenizer_encode");
     if (length) gk::require_arg(text, "gk_tokenizer_encode", "text");
     if (capacity) gk::require_arg(ids, "gk_tokenizer_encode", "ids");
     gk::require_arg(out_count, "gk_tokenizer_encode", "out_count");
-    check_flags(flags, GK_TOKENIZE_ADD_SPECIAL | GK_TOKENIZE_PARSE_SPECIAL,
-                "gk_tokenizer_encode");
+    check_flags(flags, GK_TOKENIZE_ADD_SPECIAL | GK_TOKENIZE_PARSE_SPECIAL, "gk_tokenizer_encode");
     gk::tokenizer::EncodeOptions o;
     o.add_special = flags & GK_TOKENIZE_ADD_SPECIAL;
     o.parse_special = flags & GK_TOKENIZE_PARSE_SPECIAL;
@@ -168,8 +174,8 @@ GK_API void gk_detokenizer_release(gk_detokenizer* detokenizer) {
   delete detokenizer;
 }
 
-GK_API gk_status gk_detokenizer_push(gk_detokenizer* detokenizer, int32_t id,
-                                     const char** out_text, size_t* out_length) {
+GK_API gk_status gk_detokenizer_push(gk_detokenizer* detokenizer, int32_t id, const char** out_text,
+                                     size_t* out_length) {
   return gk::c_guard([&] {
     gk::require_arg(detokenizer, "gk_detokenizer_push", "detokenizer");
     gk::require_arg(out_text, "gk_detokenizer_push", "out_text");

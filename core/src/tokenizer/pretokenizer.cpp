@@ -31,8 +31,8 @@ const std::map<std::string, PreRule>& rules() {
   static const std::map<std::string, PreRule> table = [] {
     std::map<std::string, PreRule> t;
     const PreRule llama3{{kLlama3}, true, true};
-    for (const char* n : {"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "dbrx",
-                          "smaug-bpe"}) {
+    for (const char* n :
+         {"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "dbrx", "smaug-bpe"}) {
       t[n] = llama3;
     }
     const PreRule gpt2{{kGpt2Core}, false, false};
@@ -43,12 +43,11 @@ const std::map<std::string, PreRule>& rules() {
     for (const char* n : {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}) t[n] = qwen2;
     // Digits one by one first, then GPT-2's rule on what is left.
     const PreRule digits_then_gpt2{{R"(\p{N})", kGpt2Core}, false, false};
-    for (const char* n : {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
-                          "minerva-7b"}) {
+    for (const char* n :
+         {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"}) {
       t[n] = digits_then_gpt2;
     }
-    t["falcon"] = PreRule{{R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Core, "[0-9][0-9][0-9]"}, false,
-                          false};
+    t["falcon"] = PreRule{{R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Core, "[0-9][0-9][0-9]"}, false, false};
     return t;
   }();
   return table;
@@ -75,12 +74,11 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns, const std::
     int error = 0;
     PCRE2_SIZE offset = 0;
     auto c = std::make_unique<Compiled>();
-    c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
-                            PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
+                            &error, &offset, nullptr);
     if (!c->code) {
       fail(GK_INVALID_ARGUMENT, source + ": pre-tokenizer pattern '" + p + "': " +
-                                    pcre2_message(error) + " at offset " +
-                                    std::to_string(offset));
+                                    pcre2_message(error) + " at offset " + std::to_string(offset));
     }
     // The JIT is an optimisation only: where it is unavailable, the interpreter matches.
     pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);
@@ -105,8 +103,8 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
       size_t pos = 0;    // where the next search begins
       while (pos < piece.size()) {
         // The text was checked as UTF-8 once, before splitting.
-        const int rc = pcre2_match(c->code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK,
-                                   md.get(), nullptr);
+        const int rc =
+            pcre2_match(c->code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
             rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT) {

@@ -174,9 +174,7 @@ void Tokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) co
     int32_t left, right;
     int32_t left_id, right_id;
     int32_t merged;
-    bool operator>(const Pair& o) const {
-      return rank != o.rank ? rank > o.rank : left > o.left;
-    }
+    bool operator>(const Pair& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
   std::priority_queue<Pair, std::vector<Pair>, std::greater<Pair>> queue;
   auto consider = [&](int32_t left, int32_t right) {

@@ -89,9 +89,9 @@ class Tokenizer {
   // Tokens matched whole before pre-tokenization, longest text first.
   std::vector<int32_t> special_;
   std::unique_ptr<PreTokenizer> pre_;
-  std::vector<std::string> pieces_;  // by id, the bytes decode gives
+  std::vector<std::string> pieces_;             // by id, the bytes decode gives
   std::unordered_map<int32_t, uint8_t> strip_;  // kStripLeft/kStripRight of added tokens
-  bool ignore_merges_ = false;  // a word found whole in the vocab is one token (Llama 3)
+  bool ignore_merges_ = false;     // a word found whole in the vocab is one token (Llama 3)
   bool add_prefix_space_ = false;  // HF ByteLevel's add_prefix_space
   bool add_bos_ = false;
   bool add_eos_ = false;

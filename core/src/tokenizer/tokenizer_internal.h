@@ -11,7 +11,7 @@ namespace gk::tokenizer {
 // GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the other
 // 68 are shifted to U+0100.. in byte order, so that every byte is one visible character.
 struct ByteLevel {
-  std::string encoded[256];                      // UTF-8 of each byte's character
+  std::string encoded[256];                       // UTF-8 of each byte's character
   std::unordered_map<uint32_t, uint8_t> decoded;  // code point -> byte
 };
 const ByteLevel& byte_level();

@@ -124,8 +124,9 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf_metadata(const json& md,
 
   const json* model = key("tokenizer.ggml.model");
   if (!model) {
-    fail(GK_INVALID_ARGUMENT, source + ": no key 'tokenizer.ggml.model': the file holds no "
-                                       "tokenizer vocabulary");
+    fail(GK_INVALID_ARGUMENT, source +
+                                  ": no key 'tokenizer.ggml.model': the file holds no "
+                                  "tokenizer vocabulary");
   }
   if (!model->is_string()) bad("tokenizer.ggml.model", "not a string");
   const std::string model_name = model->get<std::string>();
@@ -142,15 +143,15 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf_metadata(const json& md,
   k.tokens_.reserve(tokens->size());
   for (size_t i = 0; i < tokens->size(); ++i) {
     const json& v = (*tokens)[i];
-    if (!v.is_string()) bad("tokenizer.ggml.tokens", "element " + std::to_string(i) +
-                                                         " is not a string");
+    if (!v.is_string())
+      bad("tokenizer.ggml.tokens", "element " + std::to_string(i) + " is not a string");
     k.tokens_.push_back(v.get<std::string>());
   }
   k.types_.assign(k.tokens_.size(), TokenType::kNormal);
   if (const json* types = key("tokenizer.ggml.token_type")) {
     if (!types->is_array() || types->size() != k.tokens_.size()) {
-      bad("tokenizer.ggml.token_type", "not an array of " + std::to_string(k.tokens_.size()) +
-                                           " integers (one per token)");
+      bad("tokenizer.ggml.token_type",
+          "not an array of " + std::to_string(k.tokens_.size()) + " integers (one per token)");
     }
     for (size_t i = 0; i < types->size(); ++i) {
       const json& v = (*types)[i];
@@ -169,14 +170,15 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf_metadata(const json& md,
       const json& v = (*merges)[i];
       Merge m;
       if (!v.is_string() || !split_merge(v.get_ref<const std::string&>(), m)) {
-        bad("tokenizer.ggml.merges", "element " + std::to_string(i) +
-                                         " is not a string \"left right\"");
+        bad("tokenizer.ggml.merges",
+            "element " + std::to_string(i) + " is not a string \"left right\"");
       }
       l.merges.push_back(std::move(m));
     }
   } else {
-    fail(GK_INVALID_ARGUMENT, source + ": no key 'tokenizer.ggml.merges' (a BPE vocabulary "
-                                       "needs its merges)");
+    fail(GK_INVALID_ARGUMENT, source +
+                                  ": no key 'tokenizer.ggml.merges' (a BPE vocabulary "
+                                  "needs its merges)");
   }
 
   std::string pre = "default";
@@ -223,8 +225,8 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf_metadata(const json& md,
   l.finish(rule.patterns, "tokenizer.ggml.merges");
   if (k.eot_ < 0) {
     // Files written before the key existed: llama.cpp finds the end-of-turn token by its text.
-    for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                             "<|endoftext|>"}) {
+    for (const char* text :
+         {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
       const int32_t id = k.find(text);
       if (id >= 0 && k.types_[size_t(id)] == TokenType::kControl) {
         k.eot_ = id;
@@ -283,8 +285,8 @@ void read_pre_tokenizer(const JsonContext& c, const json& node, const std::strin
     const auto it = node.find("pretokenizers");
     if (it == node.end() || !it->is_array()) c.bad(where, "a Sequence without 'pretokenizers'");
     for (size_t i = 0; i < it->size(); ++i) {
-      read_pre_tokenizer(c, (*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]",
-                         patterns, byte_level, add_prefix_space);
+      read_pre_tokenizer(c, (*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]", patterns,
+                         byte_level, add_prefix_space);
     }
   } else if (type == "ByteLevel") {
     byte_level = true;
@@ -329,8 +331,8 @@ void read_post_processor(const json& node, std::string& bos, std::string& eos) {
   const std::string type = json_type_of(node);
   if (type == "Sequence" && node.contains("processors") && node["processors"].is_array()) {
     for (const json& p : node["processors"]) read_post_processor(p, bos, eos);
-  } else if (type == "TemplateProcessing" && node.contains("single") &&
-             node["single"].is_array() && !node["single"].empty()) {
+  } else if (type == "TemplateProcessing" && node.contains("single") && node["single"].is_array() &&
+             !node["single"].empty()) {
     const json& single = node["single"];
     bos = template_special(single.front());
     if (single.size() > 1) eos = template_special(single.back());
@@ -364,15 +366,17 @@ std::shared_ptr<Tokenizer> Tokenizer::from_tokenizer_json_text(std::string_view 
   k.pre_name_ = "tokenizer.json";
 
   const auto model_it = root.find("model");
-  if (model_it == root.end() || !model_it->is_object()) c.bad("'model'", "missing or not an object");
+  if (model_it == root.end() || !model_it->is_object())
+    c.bad("'model'", "missing or not an object");
   const json& model = *model_it;
   const std::string type = json_type_of(model);
   if (type != "BPE") {
     c.unsupported("model.type", "'" + type + "'; only byte-level BPE is supported");
   }
   if (bool_of(model, "byte_fallback", false)) {
-    c.unsupported("model.byte_fallback", "true (SentencePiece-style BPE); only byte-level BPE is "
-                                         "supported");
+    c.unsupported("model.byte_fallback",
+                  "true (SentencePiece-style BPE); only byte-level BPE is "
+                  "supported");
   }
   const auto vocab_it = model.find("vocab");
   if (vocab_it == model.end() || !vocab_it->is_object()) {
@@ -452,8 +456,8 @@ std::shared_ptr<Tokenizer> Tokenizer::from_tokenizer_json_text(std::string_view 
   }
   std::vector<std::string> patterns;
   bool byte_level = false;
-  read_pre_tokenizer(c, node_of(root, "pre_tokenizer"), "pre_tokenizer", patterns,
-                     byte_level, k.add_prefix_space_);
+  read_pre_tokenizer(c, node_of(root, "pre_tokenizer"), "pre_tokenizer", patterns, byte_level,
+                     k.add_prefix_space_);
   if (!byte_level && json_type_of(node_of(root, "decoder")) != "ByteLevel") {
     c.unsupported("pre_tokenizer", "no ByteLevel step; only byte-level BPE is supported");
   }
