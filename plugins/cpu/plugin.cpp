@@ -188,6 +188,7 @@ gk_status cpu_launch(void* state, const gk_kernel_args* args) {
 const gk_plugin_api kApi = {
     sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "cpu",       GPUKIT_CPU_PLUGIN_VERSION, &cpu_init,
     &cpu_shutdown,         &cpu_supports,         &cpu_launch,
+    nullptr,  // a kernel plugin: no model interface
 };
 
 }  // namespace

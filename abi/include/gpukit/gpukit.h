@@ -39,7 +39,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 5
+#define GK_ABI_VERSION_MINOR 6
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
@@ -1081,6 +1081,121 @@ GK_API gk_status gk_detokenizer_push(gk_detokenizer* detokenizer, int32_t id,
  * as gk_detokenizer_push does, and empties the state so the detokenizer can start over. */
 GK_API gk_status gk_detokenizer_flush(gk_detokenizer* detokenizer, const char** out_text,
                                       size_t* out_length);
+
+
+/* ---------------------------------------------------------------------------------
+ * Models (ABI 1.6): decoder-only transformers run from a weight set plus its HF
+ * config.json. A model plugin (its manifest lists the architectures it builds) holds the
+ * model and composes every step of ops, each served by the best kernel plugin of the
+ * device. A session is one sequence with its KV cache in the device's pool.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct gk_model gk_model;
+typedef struct gk_session gk_session;
+
+typedef struct gk_model_options {
+  size_t struct_size;  /* sizeof(gk_model_options) */
+  int32_t device;      /* runtime device id the model runs on */
+  int32_t dtype;       /* weights and activations: GK_DTYPE_F32 (0 means f32), _BF16, _F16 */
+} gk_model_options;
+
+#define GK_MODEL_OPTIONS_SIZE GK_STRUCT_SIZE(gk_model_options, dtype)
+
+/* Loads the model at `path`: a folder holding config.json and its SafeTensors weights (as
+ * HF save_pretrained writes them). The architecture is config.json's architectures[0];
+ * NOT_FOUND lists the known ones when no model plugin builds it. The weights are converted
+ * to options->dtype and uploaded to options->device once (options NULL: device 0, f32).
+ * A config that disagrees with a tensor's shape is INVALID_ARGUMENT naming the tensor and
+ * both shapes; a missing tensor is NOT_FOUND naming it. *out holds the runtime alive;
+ * release it with gk_model_release. Any thread. */
+GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
+                               const gk_model_options* options, gk_model** out);
+
+/* Drops the caller's reference; sessions keep the model alive until they are released.
+ * NULL is a no-op. */
+GK_API void gk_model_release(gk_model* model);
+
+typedef struct gk_model_info {
+  size_t struct_size;         /* sizeof(gk_model_info), set by the caller */
+  const char* architecture;   /* e.g. "LlamaForCausalLM"; valid while the model lives */
+  const char* plugin;         /* the model plugin's name; valid while the model lives */
+  int64_t vocab_size;
+  int64_t context_length;     /* the longest sequence a session may hold */
+  int32_t num_layers;
+  int32_t hidden_size;
+  int32_t device;
+  int32_t dtype;
+} gk_model_info;
+
+#define GK_MODEL_INFO_SIZE GK_STRUCT_SIZE(gk_model_info, dtype)
+
+/* Describes the model. Any thread. */
+GK_API gk_status gk_model_get_info(const gk_model* model, gk_model_info* out);
+
+typedef struct gk_session_options {
+  size_t struct_size;   /* sizeof(gk_session_options) */
+  int64_t max_context;  /* positions the KV cache holds; 0: the model's context length */
+} gk_session_options;
+
+#define GK_SESSION_OPTIONS_SIZE GK_STRUCT_SIZE(gk_session_options, max_context)
+
+/* Opens a session (one sequence, empty) on `model`, which it keeps alive; its KV cache is
+ * allocated now, in the model device's pool (RESOURCE_EXHAUSTED when it does not fit).
+ * `options` may be NULL. Release it with gk_session_release. Any thread; sessions of one
+ * model may run concurrently, each from one thread at a time. */
+GK_API gk_status gk_session_create(gk_model* model, const gk_session_options* options,
+                                   gk_session** out);
+
+/* Frees the session and its KV cache. NULL is a no-op. */
+GK_API void gk_session_release(gk_session* session);
+
+/* Positions the session holds (tokens stepped so far). */
+GK_API int64_t gk_session_length(const gk_session* session);
+
+/* Flags of gk_session_step. */
+enum {
+  /* logits_out receives every position's logits, [count][vocab], not only the last's. */
+  GK_STEP_ALL_LOGITS = 1u
+};
+
+/* Appends `count` (>= 1) token ids to the sequence (prefill: many; decode: one) and
+ * computes their logits; logits_out (may be NULL) receives the last token's [vocab] f32
+ * logits, or every token's with GK_STEP_ALL_LOGITS. INVALID_ARGUMENT names a token id out
+ * of [0, vocab); OUT_OF_RANGE when the tokens do not fit the session's context (the
+ * session is unchanged by either). Returns when the logits are complete. */
+GK_API gk_status gk_session_step(gk_session* session, const int32_t* tokens, int32_t count,
+                                 uint32_t flags, float* logits_out);
+
+/* Called with each generated token; a non-zero return stops the generation. */
+typedef int32_t (*gk_token_callback)(void* user_data, int32_t token);
+
+typedef struct gk_generate_options {
+  size_t struct_size;          /* sizeof(gk_generate_options) */
+  int32_t max_tokens;          /* the most tokens to generate (>= 0) */
+  int32_t top_k;               /* 0: off */
+  double temperature;          /* 0: greedy; else > 0 */
+  double top_p;                /* in (0, 1]; 1: off */
+  double min_p;                /* in [0, 1]; 0: off */
+  double repetition_penalty;   /* > 0; 1: off. HF's: a seen token's logit is divided by it
+                                  when positive, multiplied when negative */
+  uint64_t seed;               /* the same seed gives the same tokens */
+  const int32_t* stop_tokens;  /* generation ends after one of these (it is returned) */
+  int32_t num_stop_tokens;
+  gk_token_callback on_token;  /* NULL for none */
+  void* user_data;
+} gk_generate_options;
+
+#define GK_GENERATE_OPTIONS_SIZE GK_STRUCT_SIZE(gk_generate_options, user_data)
+
+/* Steps `prompt` (count >= 1 ids), then generates up to options->max_tokens tokens with the
+ * sample op (greedy at temperature 0), writing them to out_tokens (capacity >= max_tokens)
+ * and *out_count, calling on_token for each. It stops early at a stop token, when on_token
+ * returns non-zero, or when the session is full. Each generated token but the last is
+ * stepped into the session; pass the last as the next call's prompt to go on. Invalid
+ * sampling parameters are INVALID_ARGUMENT naming the parameter and its range. */
+GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt, int32_t count,
+                                     const gk_generate_options* options, int32_t* out_tokens,
+                                     int32_t capacity, int32_t* out_count);
 
 #ifdef __cplusplus
 } /* extern "C" */

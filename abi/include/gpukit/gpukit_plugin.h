@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GK_PLUGIN_ABI_VERSION_MAJOR 1
-#define GK_PLUGIN_ABI_VERSION_MINOR 0
+#define GK_PLUGIN_ABI_VERSION_MINOR 1
 #define GK_PLUGIN_ABI_VERSION \
   GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
 
@@ -67,6 +67,8 @@ typedef struct gk_plugin_device {
  * Every function may be called from any thread.
  * ------------------------------------------------------------------------------- */
 
+typedef struct gk_kernel_args gk_kernel_args;
+
 typedef struct gk_host_services {
   size_t struct_size;
   uint32_t abi_min;       /* lowest plugin ABI version the host accepts */
@@ -93,9 +95,18 @@ typedef struct gk_host_services {
 
   /* Device description for runtime device id `device`. */
   gk_status (*device_info)(void* host_context, int32_t device, gk_plugin_device* out);
+
+  /* Plugin ABI 1.1. Runs op args->op as gk_op_call does: checked against the op's rules
+   * and dispatched to the best kernel plugin for args->device, queued on args->stream
+   * (the device's native stream; NULL for its default stream). Tensors are views of
+   * memory the caller keeps valid until the stream reaches the op (host->alloc memory,
+   * or tensors the host handed over). On failure the message is left for the host's
+   * caller: return the status unchanged. This is how a model plugin composes ops. */
+  gk_status (*op_call)(void* host_context, const gk_kernel_args* args);
 } gk_host_services;
 
 #define GK_HOST_SERVICES_SIZE GK_STRUCT_SIZE(gk_host_services, device_info)
+#define GK_HOST_SERVICES_SIZE_1_1 GK_STRUCT_SIZE(gk_host_services, op_call)
 
 /* ---------------------------------------------------------------------------------
  * A call as the plugin sees it.
@@ -110,7 +121,7 @@ typedef struct gk_plugin_tensor {
   uint32_t flags;          /* GK_TENSOR_* */
 } gk_plugin_tensor;
 
-typedef struct gk_kernel_args {
+struct gk_kernel_args {
   size_t struct_size;
   const char* op;                   /* op name, as in docs/ops.md */
   int32_t device;                   /* runtime device id of every tensor */
@@ -121,9 +132,82 @@ typedef struct gk_kernel_args {
   int32_t num_outputs;
   const gk_attr* attrs;
   int32_t num_attrs;
-} gk_kernel_args;
+};
 
 #define GK_KERNEL_ARGS_SIZE GK_STRUCT_SIZE(gk_kernel_args, num_attrs)
+
+/* ---------------------------------------------------------------------------------
+ * Plugin ABI 1.1: the model interface. A model plugin (its manifest lists
+ * `architectures`) builds models from a weight set plus a config and runs steps by
+ * composing ops through host->op_call, so every op still goes to the best kernel plugin
+ * of the device. The host owns the weights and every tensor it passes; the plugin owns
+ * what it allocates through host->alloc (a session's KV cache, step scratch).
+ * ------------------------------------------------------------------------------- */
+
+/* One tensor of the weight set, on the model's device in the model's dtype. */
+typedef struct gk_plugin_weight {
+  const char* name;        /* as stored: HF SafeTensors or GGUF name */
+  gk_plugin_tensor tensor; /* read-only */
+} gk_plugin_weight;
+
+typedef struct gk_model_create_args {
+  size_t struct_size;
+  const char* architecture;  /* e.g. "LlamaForCausalLM", one the manifest lists */
+  const char* config_json;   /* the model's HF config.json text */
+  int32_t device;            /* runtime device id every op runs on */
+  int32_t dtype;             /* gk_dtype of the weights and activations */
+  const gk_plugin_weight* weights;
+  int64_t num_weights;
+  /* The weights, their names and config_json stay valid until model_destroy. */
+} gk_model_create_args;
+
+#define GK_MODEL_CREATE_ARGS_SIZE GK_STRUCT_SIZE(gk_model_create_args, num_weights)
+
+/* What a created model reports. */
+typedef struct gk_plugin_model_info {
+  size_t struct_size;
+  int64_t vocab_size;
+  int64_t context_length;  /* the longest sequence the model was trained for */
+  int32_t num_layers;
+  int32_t hidden_size;
+} gk_plugin_model_info;
+
+#define GK_PLUGIN_MODEL_INFO_SIZE GK_STRUCT_SIZE(gk_plugin_model_info, hidden_size)
+
+/* One step of one sequence: `tokens` at `positions` (the next positions of the session,
+ * starting at its current length), both i32 [count] on the model's device; `logits` is
+ * f32 [count, vocab] (every position) or [1, vocab] (the last), contiguous, on the device.
+ * The host checks ids and lengths before the call. */
+typedef struct gk_model_step_args {
+  size_t struct_size;
+  void* stream;                 /* native stream of the device; NULL: its default */
+  gk_plugin_tensor tokens;
+  gk_plugin_tensor positions;
+  gk_plugin_tensor logits;
+} gk_model_step_args;
+
+#define GK_MODEL_STEP_ARGS_SIZE GK_STRUCT_SIZE(gk_model_step_args, logits)
+
+typedef struct gk_model_api {
+  size_t struct_size;  /* sizeof(gk_model_api) */
+
+  /* Builds a model; *model is the plugin's handle. Checks the config against the
+   * weights: a missing tensor is NOT_FOUND, a shape that disagrees INVALID_ARGUMENT,
+   * both naming the tensor (and both shapes), with host->report_error. Any thread. */
+  gk_status (*model_create)(void* state, const gk_model_create_args* args, void** model);
+  void (*model_destroy)(void* model);  /* no session of it is open */
+  gk_status (*model_info)(void* model, gk_plugin_model_info* out);
+
+  /* A session holds one sequence and its KV cache for up to `capacity` positions,
+   * allocated through host->alloc. Sessions of one model may step concurrently from
+   * different threads; one session is stepped by one thread at a time. */
+  gk_status (*session_create)(void* model, int64_t capacity, void** session);
+  void (*session_destroy)(void* session);
+  /* Appends args->tokens to the sequence and writes their logits. */
+  gk_status (*session_step)(void* session, const gk_model_step_args* args);
+} gk_model_api;
+
+#define GK_MODEL_API_SIZE GK_STRUCT_SIZE(gk_model_api, session_step)
 
 /* ---------------------------------------------------------------------------------
  * The plugin's function table, returned by gk_plugin_entry. Static storage in the
@@ -157,9 +241,14 @@ typedef struct gk_plugin_api {
    * supports() accepted the same arguments. Any thread, concurrently. A failure
    * returns a status and a message through host->report_error. */
   gk_status (*launch)(void* state, const gk_kernel_args* args);
+
+  /* Plugin ABI 1.1: the model interface, or NULL for a kernel plugin. A model plugin
+   * that serves no op declines every supports(). */
+  const gk_model_api* model;
 } gk_plugin_api;
 
 #define GK_PLUGIN_API_SIZE GK_STRUCT_SIZE(gk_plugin_api, launch)
+#define GK_PLUGIN_API_SIZE_1_1 GK_STRUCT_SIZE(gk_plugin_api, model)
 
 /* The exported entry. Returns GK_OK and *api, or declines with a status after
  * host->report_error(). Called once per runtime that loads the plugin. */

@@ -12,6 +12,7 @@
 #include "dispatch/dispatcher.h"
 #include "memory/charge_scope.h"
 #include "dispatch/op_schema.h"
+#include "capi/op_call.h"
 
 namespace gk {
 namespace {
@@ -308,45 +309,97 @@ class TaskLaunch {
   ChargeScope charge_;
 };
 
+void call_op(Runtime& rt, const char* name, const gk_op_args* args) {
+  gk::require_arg(name, "gk_op_call", "name");
+  gk::require_counts(args, "gk_op_call");
+  const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
+
+  const size_t num_inputs = size_t(args->num_inputs), num_outputs = size_t(args->num_outputs);
+  gk::CallArray<gk_tensor_desc> input_descs(num_inputs), output_descs(num_outputs);
+  gk::CallArray<const gk_tensor*> input_tensors(num_inputs), output_tensors(num_outputs);
+  // Every tensor must be on the device of the first one: input 0, or output 0 when the
+  // call has no inputs.
+  const gk::Device* device = nullptr;
+  gk::collect_tensors(schema, args->inputs, num_inputs, false, num_inputs > 0, input_descs,
+                      input_tensors, device);
+  gk::collect_tensors(schema, args->outputs, num_outputs, true, num_inputs > 0, output_descs,
+                      output_tensors, device);
+  if (!device) device = &rt.devices().at(0);
+  gk::check_outputs_apart(schema, input_descs, input_tensors, output_descs, output_tensors);
+  // A call seen before passed the op's rules then, and its plugin is known.
+  gk::DispatchCache::Key key;
+  const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
+                                        output_tensors, args->attrs, args->num_attrs, key);
+  const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
+  if (!cached) {
+    gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
+                                        args->attrs, args->num_attrs);
+  }
+  gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
+  gk::TaskLaunch task_launch(rt, stream);
+  gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
+                output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
+  task_launch.launched();
+}
+
+void host_op_call(Runtime& rt, const gk_kernel_args* args) {
+  require_arg(args, "host.op_call", "args");
+  require_struct(args->struct_size, GK_KERNEL_ARGS_SIZE, "host.op_call", "gk_kernel_args");
+  require_arg(args->op, "host.op_call", "args->op");
+  const Device& device = rt.devices().at(args->device);
+  if (args->num_inputs < 0 || args->num_outputs < 0 ||
+      (args->num_inputs && !args->inputs) || (args->num_outputs && !args->outputs)) {
+    fail(GK_INVALID_ARGUMENT, std::string("host.op_call: ") + args->op + ": bad tensor counts");
+  }
+  // The plugin's views become tensors of the runtime for the length of the call, so the op
+  // takes gk_op_call's path: the same rules, the same dispatch, the same task charging.
+  struct Views {
+    std::vector<gk_tensor*> list;
+    ~Views() {
+      for (gk_tensor* t : list) gk_tensor_release(t);
+    }
+  } inputs, outputs;
+  auto wrap = [&](const gk_plugin_tensor* given, int32_t count, const char* kind,
+                  std::vector<gk_tensor*>& out) {
+    for (int32_t i = 0; i < count; ++i) {
+      const gk_plugin_tensor& p = given[i];
+      gk_tensor_desc d{};
+      d.struct_size = sizeof(d);
+      d.dtype = p.dtype;
+      d.ndim = p.ndim;
+      d.has_strides = 1;
+      d.flags = p.flags;
+      if (p.ndim < 0 || p.ndim > GK_MAX_DIMS || (p.ndim && (!p.shape || !p.strides))) {
+        fail(GK_INVALID_ARGUMENT, std::string("host.op_call: ") + args->op + ": " + kind + " " +
+                                      std::to_string(i) + " has a bad shape");
+      }
+      for (int32_t k = 0; k < p.ndim; ++k) {
+        d.shape[k] = p.shape[k];
+        d.strides[k] = p.strides[k];
+      }
+      check_desc(d, std::string("host.op_call: ") + args->op + " " + kind + " " + std::to_string(i));
+      out.push_back(new_tensor(rt, {}, device, d, p.data));
+    }
+  };
+  wrap(args->inputs, args->num_inputs, "input", inputs.list);
+  wrap(args->outputs, args->num_outputs, "output", outputs.list);
+  gk_stream stream{&rt, {}, &device, static_cast<cuda::CUstream>(args->stream), false};
+  gk_op_args call{sizeof(gk_op_args),  inputs.list.data(),  int32_t(inputs.list.size()),
+                  outputs.list.data(), int32_t(outputs.list.size()), args->attrs,
+                  args->num_attrs,     args->stream ? &stream : nullptr};
+  call_op(rt, args->op, &call);
+}
+
 }  // namespace gk
 
 extern "C" {
 
 GK_API gk_status gk_op_call(gk_runtime* runtime, const char* name, const gk_op_args* args) {
   return gk::c_guard([&] {
-    auto& rt = gk::runtime_of(runtime, "gk_op_call");
-    gk::require_arg(name, "gk_op_call", "name");
-    gk::require_counts(args, "gk_op_call");
-    const gk::OpSchema& schema = gk::OpRegistry::instance().get(name);
-
-    const size_t num_inputs = size_t(args->num_inputs), num_outputs = size_t(args->num_outputs);
-    gk::CallArray<gk_tensor_desc> input_descs(num_inputs), output_descs(num_outputs);
-    gk::CallArray<const gk_tensor*> input_tensors(num_inputs), output_tensors(num_outputs);
-    // Every tensor must be on the device of the first one: input 0, or output 0 when the
-    // call has no inputs.
-    const gk::Device* device = nullptr;
-    gk::collect_tensors(schema, args->inputs, num_inputs, false, num_inputs > 0, input_descs,
-                        input_tensors, device);
-    gk::collect_tensors(schema, args->outputs, num_outputs, true, num_inputs > 0, output_descs,
-                        output_tensors, device);
-    if (!device) device = &rt.devices().at(0);
-    gk::check_outputs_apart(schema, input_descs, input_tensors, output_descs, output_tensors);
-    // A call seen before passed the op's rules then, and its plugin is known.
-    gk::DispatchCache::Key key;
-    const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
-                                          output_tensors, args->attrs, args->num_attrs, key);
-    const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
-    if (!cached) {
-      gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
-                                          args->attrs, args->num_attrs);
-    }
-    gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
-    gk::TaskLaunch task_launch(rt, stream);
-    gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
-                  output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
-    task_launch.launched();
+    gk::call_op(gk::runtime_of(runtime, "gk_op_call"), name, args);
   });
 }
+
 
 GK_API gk_status gk_op_output_desc(gk_runtime* runtime, const char* name, const gk_op_args* args,
                                    int32_t index, gk_tensor_desc* out) {

@@ -225,7 +225,8 @@ Manifest read_manifest(const std::string& path) {
     fail(GK_INVALID_ARGUMENT, path + ":1: invalid manifest: expected a YAML mapping at the top");
   }
   r.only_fields(root, "", {"schema", "name", "version", "plugin_abi", "library", "family",
-                           "device", "sm", "priority", "ops", "description"});
+                           "device", "sm", "priority", "ops", "architectures",
+                           "description"});
   Manifest m;
   m.path = path;
   int schema = r.integer(r.required(root, "schema"), "schema");
@@ -281,6 +282,17 @@ Manifest read_manifest(const std::string& path) {
 
   m.priority = r.integer(r.required(root, "priority"), "priority");
 
+  // A model plugin lists the architectures it builds (HF config `architectures[0]`) and
+  // may serve no op; a kernel plugin lists its ops.
+  if (YAML::Node archs = root["architectures"]) {
+    if (!archs.IsSequence() || archs.size() == 0) {
+      r.fail_at(archs, "architectures", "expected a non-empty list such as [LlamaForCausalLM]");
+    }
+    for (size_t i = 0; i < archs.size(); ++i) {
+      m.architectures.push_back(r.scalar(archs[i], "architectures[" + std::to_string(i) + "]"));
+    }
+    if (!root["ops"]) return m;
+  }
   YAML::Node ops = r.required(root, "ops");
   if (!ops.IsSequence() || ops.size() == 0) r.fail_at(ops, "ops", "expected a non-empty list of ops");
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -30,6 +30,7 @@ struct Manifest {
   std::vector<int32_t> sm_list;
   int32_t priority = 0;
   std::vector<ManifestOp> ops;
+  std::vector<std::string> architectures;  // a model plugin's (HF class names)
 
   bool matches_sm(int32_t sm) const;
   const ManifestOp* find_op(const std::string& op) const;

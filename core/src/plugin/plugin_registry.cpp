@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "capi/op_call.h"
 #include "common/error.h"
 #include "runtime/runtime.h"
 
@@ -66,6 +67,10 @@ gk_status service_device_info(void* context, int32_t device, gk_plugin_device* o
     out->total_memory = d.total_memory;
     out->cuda_context = d.context;
   });
+}
+
+gk_status service_op_call(void* context, const gk_kernel_args* args) {
+  return c_guard([&] { host_op_call(*host(context).runtime, args); });
 }
 
 }  // namespace
@@ -239,6 +244,7 @@ void PluginRegistry::load(PluginRecord& r) {
   s.free = service_free;
   s.cuda_driver_symbol = service_cuda_symbol;
   s.device_info = service_device_info;
+  s.op_call = service_op_call;
 
   take_plugin_error();
   const gk_plugin_api* api = nullptr;
@@ -261,6 +267,14 @@ void PluginRegistry::load(PluginRecord& r) {
     r.reason = "plugin implements plugin ABI " + version_text(api->abi_version) +
                ", outside the range this runtime accepts (" + version_text(s.abi_min) + " to " +
                version_text(s.abi_max) + ")";
+    r.library.unload();
+    return;
+  }
+  if (!m.architectures.empty() &&
+      (api->struct_size < GK_PLUGIN_API_SIZE_1_1 || !api->model ||
+       api->model->struct_size < GK_MODEL_API_SIZE)) {
+    r.reason = "the manifest lists architectures but the plugin has no model interface "
+               "(gk_plugin_api.model, plugin ABI 1.1)";
     r.library.unload();
     return;
   }

@@ -1,0 +1,425 @@
+// The model C API (ABI 1.6): gk_model_* and gk_session_* over a model plugin's interface
+// (gk_model_api in gpukit_plugin.h). The core loads the weights and the config, finds the
+// plugin whose manifest lists the architecture, and moves tokens and logits between the
+// host and the device; the plugin composes each step of ops.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "capi/capi_util.h"
+#include "plugin/plugin_registry.h"
+#include "runtime/runtime.h"
+
+namespace gk {
+namespace {
+
+// A C call that failed left its message on this thread: carry it up with `context`.
+void check(gk_status status, const std::string& context) {
+  if (status != GK_OK) fail(status, context + ": " + last_error());
+}
+
+// A plugin call's failure: its report_error message, else the op-call service's.
+void check_plugin(gk_status status, const PluginRecord& plugin, const std::string& context) {
+  if (status == GK_OK) return;
+  std::string why = take_plugin_error();
+  if (why.empty()) why = last_error();
+  fail(status, context + " (model plugin " + plugin.name + "): " + why);
+}
+
+struct TensorRef {
+  gk_tensor* t = nullptr;
+  TensorRef() = default;
+  explicit TensorRef(gk_tensor* tensor) : t(tensor) {}
+  TensorRef(const TensorRef&) = delete;
+  TensorRef& operator=(const TensorRef&) = delete;
+  TensorRef(TensorRef&& o) noexcept : t(std::exchange(o.t, nullptr)) {}
+  TensorRef& operator=(TensorRef&& o) noexcept {
+    std::swap(t, o.t);
+    return *this;
+  }
+  ~TensorRef() { gk_tensor_release(t); }
+};
+
+gk_plugin_tensor plugin_view(const gk_tensor* t) {
+  return gk_plugin_tensor{t->data, t->dtype, t->ndim, t->shape, t->strides, t->flags};
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(GK_NOT_FOUND, "cannot read '" + path.string() + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+// What a gk_model handle and its sessions share; the plugin's model goes first.
+struct ModelState {
+  gk_runtime runtime;  // a handle of our own, for the C calls on the runtime
+  const PluginRecord* plugin = nullptr;
+  const gk_model_api* api = nullptr;
+  void* handle = nullptr;
+  gk_weights* weights = nullptr;
+  std::vector<TensorRef> tensors;
+  std::vector<gk_plugin_weight> table;
+  std::string architecture;
+  std::string config_json;
+  int32_t device = 0;
+  int32_t dtype = GK_DTYPE_F32;
+  gk_plugin_model_info info{};
+
+  ~ModelState() {
+    if (handle) api->model_destroy(handle);
+    tensors.clear();
+    gk_weights_close(weights);
+  }
+};
+
+}  // namespace gk
+
+struct gk_model {
+  std::shared_ptr<gk::ModelState> state;
+};
+
+struct gk_session {
+  std::shared_ptr<gk::ModelState> model;
+  void* handle = nullptr;
+  int64_t capacity = 0;
+  std::atomic<int64_t> length{0};
+  ~gk_session() {
+    if (handle) model->api->session_destroy(handle);
+  }
+};
+
+namespace gk {
+namespace {
+
+// One step: ids checked and uploaded, the plugin's step, logits [rows, vocab] f32 on the
+// device (returned).
+TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all_logits,
+                   const char* function) {
+  ModelState& m = *s.model;
+  if (count < 1) fail(GK_INVALID_ARGUMENT, std::string(function) + ": count " + std::to_string(count) + " is not >= 1");
+  require_arg(tokens, function, "tokens");
+  for (int32_t i = 0; i < count; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= m.info.vocab_size) {
+      fail(GK_INVALID_ARGUMENT, std::string(function) + ": token id " + std::to_string(tokens[i]) +
+                                    " at index " + std::to_string(i) + " is out of range [0, " +
+                                    std::to_string(m.info.vocab_size) + ")");
+    }
+  }
+  const int64_t start = s.length.load();
+  if (start + count > s.capacity) {
+    fail(GK_OUT_OF_RANGE, std::string(function) + ": " + std::to_string(count) + " tokens after " +
+                              std::to_string(start) + " exceed the session's context of " +
+                              std::to_string(s.capacity) + " positions");
+  }
+  gk_runtime* rt = &m.runtime;
+  auto make = [&](int32_t dtype, std::initializer_list<int64_t> shape) {
+    gk_tensor_desc d{};
+    d.struct_size = sizeof(d);
+    d.dtype = dtype;
+    d.ndim = int32_t(shape.size());
+    int i = 0;
+    for (int64_t v : shape) d.shape[i++] = v;
+    gk_tensor* t = nullptr;
+    check(gk_tensor_create(rt, m.device, &d, nullptr, &t), function);
+    return TensorRef(t);
+  };
+  TensorRef ids = make(GK_DTYPE_I32, {count});
+  TensorRef positions = make(GK_DTYPE_I32, {count});
+  TensorRef logits = make(GK_DTYPE_F32, {all_logits ? count : 1, m.info.vocab_size});
+  std::vector<int32_t> pos(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) pos[size_t(i)] = int32_t(start + i);
+  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
+  check(gk_copy_from_host(positions.t, pos.data(), uint64_t(count) * 4, nullptr), function);
+  gk_model_step_args args{sizeof(gk_model_step_args), nullptr, plugin_view(ids.t),
+                          plugin_view(positions.t), plugin_view(logits.t)};
+  take_plugin_error();
+  check_plugin(m.api->session_step(s.handle, &args), *m.plugin, function);
+  s.length += count;
+  return logits;
+}
+
+void check_generate_options(const gk_generate_options& o, int32_t capacity) {
+  auto bad = [](const std::string& what) {
+    fail(GK_INVALID_ARGUMENT, "gk_session_generate: " + what);
+  };
+  if (o.max_tokens < 0) bad("max_tokens " + std::to_string(o.max_tokens) + " is negative");
+  if (capacity < o.max_tokens) {
+    bad("capacity " + std::to_string(capacity) + " is below max_tokens " +
+        std::to_string(o.max_tokens));
+  }
+  if (!std::isfinite(o.temperature) || o.temperature < 0) {
+    bad("temperature " + std::to_string(o.temperature) + " is not a finite value >= 0");
+  }
+  if (o.top_k < 0) bad("top_k " + std::to_string(o.top_k) + " is negative (0 turns it off)");
+  if (!(o.top_p > 0 && o.top_p <= 1)) {
+    bad("top_p " + std::to_string(o.top_p) + " is not in (0, 1] (1 turns it off)");
+  }
+  if (!(o.min_p >= 0 && o.min_p <= 1)) {
+    bad("min_p " + std::to_string(o.min_p) + " is not in [0, 1] (0 turns it off)");
+  }
+  if (!(o.repetition_penalty > 0) || !std::isfinite(o.repetition_penalty)) {
+    bad("repetition_penalty " + std::to_string(o.repetition_penalty) +
+        " is not a finite value > 0 (1 turns it off)");
+  }
+  if (o.num_stop_tokens < 0 || (o.num_stop_tokens > 0 && !o.stop_tokens)) {
+    bad("num_stop_tokens " + std::to_string(o.num_stop_tokens) + " without stop_tokens");
+  }
+}
+
+}  // namespace
+}  // namespace gk
+
+extern "C" {
+
+GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
+                               const gk_model_options* options, gk_model** out) {
+  return gk::c_guard([&] {
+    auto& rt = gk::runtime_of(runtime, "gk_model_load");
+    gk::require_arg(path, "gk_model_load", "path");
+    gk::require_arg(out, "gk_model_load", "out");
+    gk_model_options opts{sizeof(gk_model_options), 0, GK_DTYPE_F32};
+    if (options) {
+      gk::require_struct(options->struct_size, GK_MODEL_OPTIONS_SIZE, "gk_model_load",
+                         "gk_model_options");
+      opts = *options;
+      if (!opts.dtype) opts.dtype = GK_DTYPE_F32;
+    }
+    if (opts.dtype != GK_DTYPE_F32 && opts.dtype != GK_DTYPE_BF16 && opts.dtype != GK_DTYPE_F16) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: dtype " + std::to_string(opts.dtype) +
+                                        " is not f32, bf16 or f16");
+    }
+    const gk::Device& device = rt.devices().at(opts.device);
+    std::filesystem::path folder(path);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec)) {
+      gk::fail(std::filesystem::exists(folder, ec) ? GK_UNIMPLEMENTED : GK_NOT_FOUND,
+               "gk_model_load: '" + folder.string() +
+                   "' is not a folder with config.json and SafeTensors weights (GGUF models "
+                   "are not supported yet)");
+    }
+    auto m = std::make_shared<gk::ModelState>();
+    m->runtime.impl = runtime->impl;
+    m->device = device.id;
+    m->dtype = opts.dtype;
+    m->config_json = gk::read_text(folder / "config.json");
+    auto config = nlohmann::json::parse(m->config_json, nullptr, false);
+    if (config.is_discarded() || !config.is_object()) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + (folder / "config.json").string() +
+                                        " is not a JSON object");
+    }
+    auto archs = config.find("architectures");
+    if (archs == config.end() || !archs->is_array() || archs->empty() ||
+        !(*archs)[0].is_string()) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + (folder / "config.json").string() +
+                                        " has no \"architectures\" list naming the model class");
+    }
+    m->architecture = (*archs)[0].get<std::string>();
+    std::string known;
+    for (const auto& r : rt.plugins().records()) {
+      if (!r->loaded || !r->api) continue;
+      for (const std::string& a : r->manifest.architectures) {
+        if (a == m->architecture && !m->plugin) m->plugin = r.get();
+        if (known.find(a) == std::string::npos) known += (known.empty() ? "" : ", ") + a;
+      }
+    }
+    if (!m->plugin) {
+      gk::fail(GK_NOT_FOUND, "gk_model_load: unknown architecture '" + m->architecture +
+                                 "' in " + (folder / "config.json").string() + " (known: " +
+                                 (known.empty() ? "none, no model plugin is loaded" : known) +
+                                 ")");
+    }
+    m->api = m->plugin->api->model;
+
+    gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights),
+              "gk_model_load");
+    const int64_t count = gk_weights_count(m->weights);
+    m->tensors.reserve(size_t(count));
+    for (int64_t i = 0; i < count; ++i) {
+      gk_weight_info info{};
+      info.struct_size = sizeof(info);
+      gk::check(gk_weights_info(m->weights, i, &info), "gk_model_load");
+      // Integer and boolean tensors (GPT-2's causal-mask buffers) are no weights.
+      if (info.dtype != GK_DTYPE_F32 && info.dtype != GK_DTYPE_F16 &&
+          info.dtype != GK_DTYPE_BF16 && info.dtype != GK_DTYPE_F64) {
+        continue;
+      }
+      gk_tensor* t = nullptr;
+      gk::check(gk_weights_get(m->weights, info.name, m->device, m->dtype, nullptr, &t),
+                "gk_model_load");
+      m->tensors.emplace_back(t);
+      m->table.push_back(gk_plugin_weight{info.name, gk::plugin_view(t)});
+    }
+    gk_model_create_args args{sizeof(gk_model_create_args),
+                              m->architecture.c_str(),
+                              m->config_json.c_str(),
+                              m->device,
+                              m->dtype,
+                              m->table.data(),
+                              int64_t(m->table.size())};
+    gk::take_plugin_error();
+    gk::check_plugin(m->api->model_create(m->plugin->state, &args, &m->handle), *m->plugin,
+                     "gk_model_load: " + folder.string());
+    m->info.struct_size = sizeof(m->info);
+    gk::check_plugin(m->api->model_info(m->handle, &m->info), *m->plugin, "gk_model_load");
+    *out = new gk_model{std::move(m)};
+  });
+}
+
+GK_API void gk_model_release(gk_model* model) { delete model; }
+
+GK_API gk_status gk_model_get_info(const gk_model* model, gk_model_info* out) {
+  return gk::c_guard([&] {
+    gk::require_arg(model, "gk_model_get_info", "model");
+    gk::require_arg(out, "gk_model_get_info", "out");
+    gk::require_struct(out->struct_size, GK_MODEL_INFO_SIZE, "gk_model_get_info", "gk_model_info");
+    const gk::ModelState& m = *model->state;
+    out->architecture = m.architecture.c_str();
+    out->plugin = m.plugin->name.c_str();
+    out->vocab_size = m.info.vocab_size;
+    out->context_length = m.info.context_length;
+    out->num_layers = m.info.num_layers;
+    out->hidden_size = m.info.hidden_size;
+    out->device = m.device;
+    out->dtype = m.dtype;
+  });
+}
+
+GK_API gk_status gk_session_create(gk_model* model, const gk_session_options* options,
+                                   gk_session** out) {
+  return gk::c_guard([&] {
+    gk::require_arg(model, "gk_session_create", "model");
+    gk::require_arg(out, "gk_session_create", "out");
+    const gk::ModelState& m = *model->state;
+    int64_t capacity = m.info.context_length;
+    if (options) {
+      gk::require_struct(options->struct_size, GK_SESSION_OPTIONS_SIZE, "gk_session_create",
+                         "gk_session_options");
+      if (options->max_context < 0 || options->max_context > m.info.context_length) {
+        gk::fail(GK_INVALID_ARGUMENT, "gk_session_create: max_context " +
+                                          std::to_string(options->max_context) +
+                                          " is not in [0, " +
+                                          std::to_string(m.info.context_length) +
+                                          "] (the model's context length; 0 means all of it)");
+      }
+      if (options->max_context) capacity = options->max_context;
+    }
+    auto s = std::make_unique<gk_session>();
+    s->model = model->state;
+    s->capacity = capacity;
+    gk::take_plugin_error();
+    gk::check_plugin(m.api->session_create(m.handle, capacity, &s->handle), *m.plugin,
+                     "gk_session_create");
+    *out = s.release();
+  });
+}
+
+GK_API void gk_session_release(gk_session* session) { delete session; }
+
+GK_API int64_t gk_session_length(const gk_session* session) {
+  return session ? session->length.load() : 0;
+}
+
+GK_API gk_status gk_session_step(gk_session* session, const int32_t* tokens, int32_t count,
+                                 uint32_t flags, float* logits_out) {
+  return gk::c_guard([&] {
+    gk::require_arg(session, "gk_session_step", "session");
+    if (flags & ~uint32_t(GK_STEP_ALL_LOGITS)) {
+      gk::fail(GK_INVALID_ARGUMENT, "gk_session_step: unknown flag bits " + std::to_string(flags));
+    }
+    const bool all = flags & GK_STEP_ALL_LOGITS;
+    gk::TensorRef logits = gk::run_step(*session, tokens, count, all, "gk_session_step");
+    if (logits_out) {
+      const uint64_t rows = all ? uint64_t(count) : 1;
+      gk::check(gk_copy_to_host(logits.t, logits_out,
+                                rows * uint64_t(session->model->info.vocab_size) * 4, nullptr),
+                "gk_session_step");
+    }
+  });
+}
+
+GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt, int32_t count,
+                                     const gk_generate_options* options, int32_t* out_tokens,
+                                     int32_t capacity, int32_t* out_count) {
+  return gk::c_guard([&] {
+    gk::require_arg(session, "gk_session_generate", "session");
+    gk::require_arg(options, "gk_session_generate", "options");
+    gk::require_arg(out_count, "gk_session_generate", "out_count");
+    gk::require_struct(options->struct_size, GK_GENERATE_OPTIONS_SIZE, "gk_session_generate",
+                       "gk_generate_options");
+    const gk_generate_options& o = *options;
+    gk::check_generate_options(o, capacity);
+    if (o.max_tokens > 0) gk::require_arg(out_tokens, "gk_session_generate", "out_tokens");
+    *out_count = 0;
+    gk::ModelState& m = *session->model;
+    const int64_t vocab = m.info.vocab_size;
+    std::vector<int32_t> seen(prompt, prompt + std::max(count, 0));
+    std::vector<float> row;
+    gk_runtime* rt = &m.runtime;
+    gk_tensor_desc id_desc{};
+    id_desc.struct_size = sizeof(id_desc);
+    id_desc.dtype = GK_DTYPE_I32;
+    id_desc.ndim = 1;
+    id_desc.shape[0] = 1;
+    gk_tensor* ids_raw = nullptr;
+    gk::check(gk_tensor_create(rt, m.device, &id_desc, nullptr, &ids_raw), "gk_session_generate");
+    gk::TensorRef ids(ids_raw);
+    gk::TensorRef logits = gk::run_step(*session, prompt, count, false, "gk_session_generate");
+    for (int32_t i = 0; i < o.max_tokens; ++i) {
+      if (o.repetition_penalty != 1.0) {
+        row.resize(size_t(vocab));
+        gk::check(gk_copy_to_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
+                  "gk_session_generate");
+        std::vector<bool> done(size_t(vocab), false);
+        for (int32_t t : seen) {
+          if (done[size_t(t)]) continue;
+          done[size_t(t)] = true;
+          float& l = row[size_t(t)];
+          l = l > 0 ? float(l / o.repetition_penalty) : float(l * o.repetition_penalty);
+        }
+        gk::check(gk_copy_from_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
+                  "gk_session_generate");
+      }
+      gk_attr attrs[6] = {};
+      attrs[0] = gk_attr{"temperature", GK_ATTR_FLOAT, 0, {}};
+      attrs[0].value.f = o.temperature;
+      attrs[1] = gk_attr{"top_k", GK_ATTR_INT, 0, {}};
+      attrs[1].value.i = o.top_k;
+      attrs[2] = gk_attr{"top_p", GK_ATTR_FLOAT, 0, {}};
+      attrs[2].value.f = o.top_p;
+      attrs[3] = gk_attr{"min_p", GK_ATTR_FLOAT, 0, {}};
+      attrs[3].value.f = o.min_p;
+      attrs[4] = gk_attr{"seed", GK_ATTR_INT, 0, {}};
+      attrs[4].value.i = int64_t(o.seed);
+      // The step number makes each draw of a seeded generation differ, and repeat.
+      attrs[5] = gk_attr{"offset", GK_ATTR_INT, 0, {}};
+      attrs[5].value.i = session->length.load();
+      gk_tensor* in[1] = {logits.t};
+      gk_tensor* outs[1] = {ids.t};
+      gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, nullptr};
+      gk::check(gk_op_call(rt, "sample", &call), "gk_session_generate");
+      int32_t token = 0;
+      gk::check(gk_copy_to_host(ids.t, &token, 4, nullptr), "gk_session_generate");
+      out_tokens[i] = token;
+      *out_count = i + 1;
+      seen.push_back(token);
+      bool stop = o.on_token && o.on_token(o.user_data, token) != 0;
+      for (int32_t k = 0; k < o.num_stop_tokens && !stop; ++k) stop = o.stop_tokens[k] == token;
+      if (stop || i + 1 == o.max_tokens || session->length.load() >= session->capacity) break;
+      logits = gk::run_step(*session, &token, 1, false, "gk_session_generate");
+    }
+  });
+}
+
+}  // extern "C"

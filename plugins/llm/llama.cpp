@@ -1,0 +1,157 @@
+// The Llama family: Llama 2/3/3.x, SmolLM2, Mistral, Qwen2 (q/k/v bias), Qwen3 (q/k norm).
+// Pre-norm decoder: x += attn(rmsnorm(x)); x += mlp(rmsnorm(x)); logits = head(rmsnorm(x)).
+// Activations are f32 whatever the weights' dtype; each matmul reads them cast to it.
+// tests/llm/reference_forward.py (LlamaFamily) is the specification.
+#include "runner.h"
+#include "tensor_names.h"
+
+namespace gk::llm {
+namespace {
+
+// Rope settings from either config style: transformers 5 writes "rope_parameters"
+// {rope_type, rope_theta, …}; older configs "rope_theta" and an optional "rope_scaling"
+// whose type key is "rope_type" or, older still, "type".
+void read_rope(const nlohmann::json& config, Config& c) {
+  nlohmann::json params = nlohmann::json::object();
+  if (auto it = config.find("rope_parameters"); it != config.end() && it->is_object()) {
+    params = *it;
+  } else if (auto sc = config.find("rope_scaling"); sc != config.end() && sc->is_object()) {
+    params = *sc;
+  }
+  c.rope_theta = config_float_or(params, "rope_theta", config_float_or(config, "rope_theta", 1e4));
+  std::string type = "default";
+  if (auto t = params.find("rope_type"); t != params.end() && t->is_string()) {
+    type = t->get<std::string>();
+  } else if (auto t2 = params.find("type"); t2 != params.end() && t2->is_string()) {
+    type = t2->get<std::string>();
+  }
+  if (type == "default") {
+    c.rope_scaling = "none";
+  } else if (type == "llama3") {
+    c.rope_scaling = "llama3";
+    c.rope_factor = config_float_or(params, "factor", 8.0);
+    c.rope_low = config_float_or(params, "low_freq_factor", 1.0);
+    c.rope_high = config_float_or(params, "high_freq_factor", 4.0);
+    c.rope_original_max =
+        config_float_or(params, "original_max_position_embeddings", 8192.0);
+  } else if (type == "linear") {
+    c.rope_scaling = "linear";
+    c.rope_factor = config_float_or(params, "factor", 1.0);
+  } else {
+    fail(GK_UNIMPLEMENTED, "config.json: rope type '" + type +
+                               "' is not supported (supported: default, llama3, linear)");
+  }
+}
+
+void read_config(const nlohmann::json& config, Config& c) {
+  const std::string& a = c.architecture;
+  c.family = Family::kLlama;
+  c.vocab = config_int(config, "vocab_size", a);
+  c.hidden = config_int(config, "hidden_size", a);
+  c.layers = config_int(config, "num_hidden_layers", a);
+  c.heads = config_int(config, "num_attention_heads", a);
+  c.kv_heads = config_int_or(config, "num_key_value_heads", c.heads);
+  c.head_dim = config_int_or(config, "head_dim", c.hidden / c.heads);
+  c.ffn = config_int(config, "intermediate_size", a);
+  c.context = config_int(config, "max_position_embeddings", a);
+  c.eps = config_float_or(config, "rms_norm_eps", 1e-6);
+  // Attention is over every cached position: a sliding window in force caps the context
+  // instead, so that no sequence grows past it (Mistral v0.1: 4096).
+  const int64_t window = config_int_or(config, "sliding_window", 0);
+  auto use = config.find("use_sliding_window");
+  const bool windowed = !(use != config.end() && use->is_boolean() && !use->get<bool>());
+  if (window > 0 && windowed && window < c.context) {
+    c.context = window;
+  }
+  if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0) {
+    fail(GK_INVALID_ARGUMENT, "config.json: num_attention_heads " + std::to_string(c.heads) +
+                                  " is not a multiple of num_key_value_heads " +
+                                  std::to_string(c.kv_heads));
+  }
+  if (auto act = config.find("hidden_act"); act != config.end() && act->is_string() &&
+                                           act->get<std::string>() != "silu") {
+    fail(GK_UNIMPLEMENTED, "config.json: hidden_act '" + act->get<std::string>() + "' of " + a +
+                               " is not supported (only silu)");
+  }
+  read_rope(config, c);
+}
+
+void load(Model& m, const WeightTable& w) {
+  const Config& c = m.config;
+  const int64_t q_dim = c.heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
+  const std::string dims = "hidden_size " + std::to_string(c.hidden) + ", heads " +
+                           std::to_string(c.heads) + " / kv heads " + std::to_string(c.kv_heads) +
+                           " x head_dim " + std::to_string(c.head_dim) + ", intermediate_size " +
+                           std::to_string(c.ffn) + ", vocab_size " + std::to_string(c.vocab);
+  const HfNames& n = kLlamaNames;
+  m.tok_embd = w.get(n.tok_embd, {c.vocab, c.hidden}, dims);
+  m.out_norm = w.get(n.out_norm, {c.hidden}, dims);
+  // Tied embeddings: no head in the file, logits use the token embedding.
+  m.lm_head = w.optional(n.lm_head, {c.vocab, c.hidden}, dims);
+  if (!m.lm_head) m.lm_head = m.tok_embd;
+  m.layers.resize(size_t(c.layers));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    Layer& l = m.layers[size_t(i)];
+    auto name = [&](const char* pattern) { return layer_name(pattern, i); };
+    l.attn_norm = w.get(name(n.attn_norm), {c.hidden}, dims);
+    l.wq = w.get(name(n.wq), {q_dim, c.hidden}, dims);
+    l.wk = w.get(name(n.wk), {kv_dim, c.hidden}, dims);
+    l.wv = w.get(name(n.wv), {kv_dim, c.hidden}, dims);
+    // Qwen2's q/k/v bias has no config flag: the file decides.
+    l.bq = w.optional(name(n.bq), {q_dim}, dims);
+    l.bk = w.optional(name(n.bk), {kv_dim}, dims);
+    l.bv = w.optional(name(n.bv), {kv_dim}, dims);
+    l.q_norm = w.optional(name(n.q_norm), {c.head_dim}, dims);
+    l.k_norm = w.optional(name(n.k_norm), {c.head_dim}, dims);
+    if (bool(l.q_norm) != bool(l.k_norm)) {
+      fail(GK_NOT_FOUND, "tensor '" + name(l.q_norm ? n.k_norm : n.q_norm) +
+                             "' is missing from the weights (its q/k norm partner is there)");
+    }
+    l.wo = w.get(name(n.wo), {c.hidden, q_dim}, dims);
+    l.bo = w.optional(name(n.bo), {c.hidden}, dims);
+    l.ffn_norm = w.get(name(n.ffn_norm), {c.hidden}, dims);
+    l.w_gate = w.get(name(n.w_gate), {c.ffn, c.hidden}, dims);
+    l.w_up = w.get(name(n.w_up), {c.ffn, c.hidden}, dims);
+    l.w_down = w.get(name(n.w_down), {c.hidden, c.ffn}, dims);
+  }
+}
+
+void forward(Session& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
+             const Tensor& logits) {
+  const Model& m = *s.model;
+  const Config& c = m.config;
+  const int64_t t = tokens.shape[0];
+  Tensor embedded = ops.scratch({t, c.hidden}, m.dtype);
+  ops.call("embedding", {&m.tok_embd, &tokens}, {&embedded});
+  Tensor x = ops.to(embedded, GK_DTYPE_F32);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    Tensor h = ops.rmsnorm(x, l.attn_norm, c.eps);
+    Tensor q = ops.linear(h, l.wq, l.bq, false).reshaped({1, t, c.heads, c.head_dim});
+    Tensor k = ops.linear(h, l.wk, l.bk, false).reshaped({1, t, c.kv_heads, c.head_dim});
+    Tensor v = ops.linear(h, l.wv, l.bv, false).reshaped({1, t, c.kv_heads, c.head_dim});
+    if (l.q_norm) {  // Qwen3: RMSNorm over each head, before rotary
+      q = ops.rmsnorm(q, l.q_norm, c.eps);
+      k = ops.rmsnorm(k, l.k_norm, c.eps);
+    }
+    rotate(ops, c, q, positions);
+    rotate(ops, c, k, positions);
+    Tensor o = attend(s, ops, i, q, k, v);
+    x = ops.add(x, ops.linear(o, l.wo, l.bo, false));
+
+    h = ops.rmsnorm(x, l.ffn_norm, c.eps);
+    Tensor gate = ops.linear(h, l.w_gate, Tensor{}, false);
+    Tensor up = ops.linear(h, l.w_up, Tensor{}, false);
+    Tensor act = ops.scratch({t, c.ffn});
+    ops.call("swiglu", {&gate, &up}, {&act});
+    x = ops.add(x, ops.linear(act, l.w_down, Tensor{}, false));
+  }
+  Tensor last = x.rows(t - logits.shape[0], logits.shape[0]);
+  project_logits(ops, m, ops.rmsnorm(last, m.out_norm, c.eps), logits);
+}
+
+}  // namespace
+
+const Builder kLlamaBuilder{read_config, load, forward};
+
+}  // namespace gk::llm

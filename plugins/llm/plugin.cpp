@@ -1,0 +1,176 @@
+// The llm model plugin: builds decoder-only transformers from a weight set plus an HF
+// config and runs their steps as op calls through the host (see README.md). It serves no
+// op of its own: supports() declines every call.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <exception>
+#include <new>
+
+#include "runner.h"
+
+namespace gk::llm {
+
+const Builder* find_builder(const std::string& architecture) {
+  if (architecture == "LlamaForCausalLM" || architecture == "MistralForCausalLM" ||
+      architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM") {
+    return &kLlamaBuilder;
+  }
+  if (architecture == "GPT2LMHeadModel") return &kGpt2Builder;
+  return nullptr;
+}
+
+namespace {
+
+// Runs `fn`; a failure becomes its status, with its message reported to the host (an op's
+// failure was recorded by the op-call service already).
+template <typename Fn>
+gk_status guarded(const gk_host_services* g_host, Fn&& fn) noexcept {
+  try {
+    fn();
+    return GK_OK;
+  } catch (const Failure& f) {
+    if (!f.message.empty() && g_host) g_host->report_error(g_host->host_context, f.message.c_str());
+    return f.status;
+  } catch (const std::bad_alloc&) {
+    if (g_host) g_host->report_error(g_host->host_context, "llm: out of host memory");
+    return GK_RESOURCE_EXHAUSTED;
+  } catch (const std::exception& e) {
+    if (g_host) {
+      std::string m = std::string("llm: internal error: ") + e.what();
+      g_host->report_error(g_host->host_context, m.c_str());
+    }
+    return GK_INTERNAL;
+  }
+}
+
+// The plugin's state is the host services of the runtime that loaded it.
+gk_status model_create(void* state, const gk_model_create_args* args, void** out) {
+  const auto* host = static_cast<const gk_host_services*>(state);
+  return guarded(host, [&] {
+    if (!args || args->struct_size < GK_MODEL_CREATE_ARGS_SIZE || !out || !args->architecture ||
+        !args->config_json) {
+      fail(GK_INVALID_ARGUMENT, "llm: model_create: bad arguments");
+    }
+    auto model = std::make_unique<Model>();
+    model->host = host;
+    model->device = args->device;
+    model->dtype = args->dtype;
+    model->config.architecture = args->architecture;
+    model->builder = find_builder(args->architecture);
+    if (!model->builder) {
+      fail(GK_UNIMPLEMENTED, std::string("llm: architecture '") + args->architecture +
+                                 "' has no builder");
+    }
+    nlohmann::json config = nlohmann::json::parse(args->config_json, nullptr, false);
+    if (config.is_discarded() || !config.is_object()) {
+      fail(GK_INVALID_ARGUMENT, "config.json is not a JSON object");
+    }
+    model->builder->read_config(config, model->config);
+    model->builder->load(*model, WeightTable(args->weights, args->num_weights,
+                                             model->config.architecture));
+    model->norms_to_f32();
+    *out = model.release();
+  });
+}
+
+void model_destroy(void* model) { delete static_cast<Model*>(model); }
+
+gk_status model_info(void* model, gk_plugin_model_info* out) {
+  return guarded(static_cast<Model*>(model)->host, [&] {
+    if (!out || out->struct_size < GK_PLUGIN_MODEL_INFO_SIZE) {
+      fail(GK_INVALID_ARGUMENT, "llm: model_info: bad arguments");
+    }
+    const Config& c = static_cast<Model*>(model)->config;
+    out->vocab_size = c.vocab;
+    out->context_length = c.context;
+    out->num_layers = int32_t(c.layers);
+    out->hidden_size = int32_t(c.hidden);
+  });
+}
+
+gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
+  return guarded(static_cast<Model*>(model_ptr)->host, [&] {
+    Model& m = *static_cast<Model*>(model_ptr);
+    const Config& c = m.config;
+    if (capacity <= 0 || !out) fail(GK_INVALID_ARGUMENT, "llm: session capacity must be positive");
+    auto s = std::make_unique<Session>();
+    s->model = &m;
+    s->capacity = capacity;
+    s->k_cache.assign(size_t(c.layers), nullptr);
+    s->v_cache.assign(size_t(c.layers), nullptr);
+    const uint64_t bytes =
+        uint64_t(capacity) * uint64_t(c.kv_heads * c.head_dim) * uint64_t(element_size(m.dtype));
+    for (size_t i = 0; i < size_t(c.layers); ++i) {
+      gk_status st = m.host->alloc(m.host->host_context, m.device, bytes, nullptr, &s->k_cache[i]);
+      if (st == GK_OK) {
+        st = m.host->alloc(m.host->host_context, m.device, bytes, nullptr, &s->v_cache[i]);
+      }
+      // The pool's message (who holds what) stands for the host's caller.
+      if (st != GK_OK) fail(st, "");
+    }
+    *out = s.release();
+  });
+}
+
+void session_destroy(void* session) { delete static_cast<Session*>(session); }
+
+gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
+  return guarded(static_cast<Session*>(session_ptr)->model->host, [&] {
+    if (!args || args->struct_size < GK_MODEL_STEP_ARGS_SIZE) {
+      fail(GK_INVALID_ARGUMENT, "llm: session_step: bad arguments");
+    }
+    Session& s = *static_cast<Session*>(session_ptr);
+    Model& m = *s.model;
+    Tensor tokens = Tensor::from_plugin(args->tokens);
+    Tensor positions = Tensor::from_plugin(args->positions);
+    Tensor logits = Tensor::from_plugin(args->logits);
+    const int64_t t = tokens.shape[0];
+    if (tokens.ndim != 1 || t < 1 || s.length + t > s.capacity) {
+      fail(GK_OUT_OF_RANGE, "llm: " + std::to_string(t) + " tokens after " +
+                                std::to_string(s.length) + " do not fit the session's " +
+                                std::to_string(s.capacity) + " positions");
+    }
+    {
+      Ops ops(m.host, m.device, args->stream);
+      m.builder->forward(s, ops, tokens, positions, logits);
+    }
+    s.length += t;
+  });
+}
+
+gk_status supports(void*, const gk_kernel_args*, char* reason, size_t capacity) {
+  if (reason && capacity) std::snprintf(reason, capacity, "llm is a model plugin and serves no op");
+  return GK_UNIMPLEMENTED;
+}
+
+gk_status launch(void*, const gk_kernel_args*) { return GK_UNIMPLEMENTED; }
+
+gk_status init(const gk_host_services* host, void** state) {
+  if (host->struct_size < GK_HOST_SERVICES_SIZE_1_1 || !host->op_call) {
+    host->report_error(host->host_context, "llm needs the host's op-call service (plugin ABI 1.1)");
+    return GK_FAILED_PRECONDITION;
+  }
+  *state = const_cast<gk_host_services*>(host);
+  return GK_OK;
+}
+
+void shutdown(void*) {}
+
+const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,   model_destroy,
+                                model_info,           session_create, session_destroy,
+                                session_step};
+
+const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "llm", "0.1.0", init,
+                            shutdown,              supports,              launch, &kModelApi};
+
+}  // namespace
+}  // namespace gk::llm
+
+extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
+                                                      const gk_plugin_api** api) {
+  gk_status status = gk_plugin_check_host(host, "llm");
+  if (status != GK_OK) return status;
+  *api = &gk::llm::kApi;
+  return GK_OK;
+}

@@ -1,0 +1,200 @@
+// The llm model runner: decoder-only transformers composed of ops. Everything here runs on
+// the host and drives the model's device only through the host's op-call service, so each
+// matmul, norm or attention goes to the best kernel plugin for that device.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpukit/gpukit_plugin.h"
+
+namespace gk::llm {
+
+// What the runner throws; plugin.cpp turns it into a status and host->report_error. An
+// empty message means the host's op-call service already recorded one (an op failed).
+struct Failure {
+  gk_status status;
+  std::string message;
+};
+[[noreturn]] void fail(gk_status status, std::string message);
+
+// A strided view of device memory (shape and strides in elements).
+struct Tensor {
+  void* data = nullptr;
+  int32_t dtype = 0;
+  int32_t ndim = 0;
+  int64_t shape[GK_MAX_DIMS] = {};
+  int64_t strides[GK_MAX_DIMS] = {};
+
+  explicit operator bool() const { return data != nullptr; }
+  int64_t numel() const;
+  // A contiguous tensor of `shape` at `data`.
+  static Tensor contiguous(void* data, int32_t dtype, std::initializer_list<int64_t> shape);
+  static Tensor from_plugin(const gk_plugin_tensor& t);
+  // The same contiguous memory seen with another shape of the same element count.
+  Tensor reshaped(std::initializer_list<int64_t> shape) const;
+  // Rows [first, first + count) along axis 0.
+  Tensor rows(int64_t first, int64_t count) const;
+  gk_plugin_tensor plugin() const;  // points into this Tensor
+};
+
+std::string shape_text(const int64_t* shape, int32_t ndim);
+
+gk_attr attr_int(const char* name, int64_t value);
+gk_attr attr_float(const char* name, double value);
+gk_attr attr_string(const char* name, const char* value);
+
+// The ops of one step: calls through host->op_call on one device and stream, and scratch
+// memory from host->alloc that lives until the step ends.
+class Ops {
+ public:
+  Ops(const gk_host_services* host, int32_t device, void* stream)
+      : host_(host), device_(device), stream_(stream) {}
+  ~Ops();
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
+
+  void call(const char* op, std::initializer_list<const Tensor*> inputs,
+            std::initializer_list<const Tensor*> outputs, std::initializer_list<gk_attr> attrs = {});
+  // Scratch, f32 (the activations' dtype) unless `dtype` says otherwise, freed when the
+  // step ends.
+  Tensor scratch(std::initializer_list<int64_t> shape, int32_t dtype = GK_DTYPE_F32);
+  // Contiguous scratch with x's shape.
+  Tensor scratch_like(const Tensor& x, int32_t dtype);
+  // x as `dtype` (x itself when it has it already), contiguous when cast.
+  Tensor to(const Tensor& x, int32_t dtype);
+
+  // out = x @ w^T (+ b) for nn.Linear weights [out, in], x @ w (+ b) for Conv1D [in, out]:
+  // x is cast to the weights' dtype, out is f32 (matmul accumulates in f32 and may write
+  // f32 for f16/bf16 inputs), so the residual stream never rounds to a 16-bit dtype.
+  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, bool w_in_out);
+  Tensor add(const Tensor& a, const Tensor& b);
+  Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps);
+  Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps);
+
+  // Memory that outlives the step (the caller frees it with host->free).
+  void* keep(uint64_t bytes);
+
+ private:
+  const gk_host_services* host_;
+  int32_t device_;
+  void* stream_;
+  std::vector<void*> scratch_;
+};
+
+enum class Family { kLlama, kGpt2 };
+
+// The hyper-parameters a builder reads from config.json.
+struct Config {
+  std::string architecture;
+  Family family = Family::kLlama;
+  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  int64_t context = 0;
+  double eps = 1e-5;
+  double rope_theta = 10000.0;
+  std::string rope_scaling = "none";  // the rope op's `scaling`: none, llama3, linear
+  double rope_factor = 1.0, rope_low = 1.0, rope_high = 4.0, rope_original_max = 8192.0;
+};
+
+// One decoder layer's tensors, by role; absent ones are empty. Projections are nn.Linear
+// [out, in] unless `in_out` (GPT-2's Conv1D [in, out], q/k/v fused in `wqkv`).
+struct Layer {
+  Tensor attn_norm, attn_norm_b;
+  Tensor wq, wk, wv, bq, bk, bv, wqkv, bqkv;
+  Tensor q_norm, k_norm;
+  Tensor wo, bo;
+  Tensor ffn_norm, ffn_norm_b;
+  Tensor w_gate, w_up, w_down, b_up, b_down;
+};
+
+// The weight set by name, with the checks every builder needs.
+class WeightTable {
+ public:
+  WeightTable(const gk_plugin_weight* weights, int64_t count, std::string architecture);
+  bool has(const std::string& name) const { return by_name_.count(name) != 0; }
+  // The tensor `name` with exactly `shape`: NOT_FOUND when absent, INVALID_ARGUMENT naming
+  // both shapes when it differs (`why` says where the expected shape comes from).
+  Tensor get(const std::string& name, std::initializer_list<int64_t> shape,
+             const std::string& why) const;
+  // As get, or an empty Tensor when the file has no such tensor.
+  Tensor optional(const std::string& name, std::initializer_list<int64_t> shape,
+                  const std::string& why) const;
+
+ private:
+  std::unordered_map<std::string, Tensor> by_name_;
+  std::string architecture_;
+};
+
+struct Model;
+struct Session;
+
+// One architecture family: reads its config, maps its tensor names to roles, runs a step.
+struct Builder {
+  void (*read_config)(const nlohmann::json& config, Config& out);
+  void (*load)(Model& model, const WeightTable& weights);
+  // Writes the logits of x's last rows (all rows when logits has T rows) for `tokens` at
+  // `positions`, appending their keys and values to the session's cache.
+  void (*forward)(Session& session, Ops& ops, const Tensor& tokens, const Tensor& positions,
+                  const Tensor& logits);
+};
+
+// The builder for an HF architecture name, or nullptr.
+const Builder* find_builder(const std::string& architecture);
+
+extern const Builder kLlamaBuilder;  // llama.cpp
+extern const Builder kGpt2Builder;   // gpt2.cpp
+
+// Bytes per element of the floating and index dtypes the runner uses (the plugin does not
+// link libgpukit, so not gk_dtype_size).
+int64_t element_size(int32_t dtype);
+
+struct Model {
+  const gk_host_services* host = nullptr;
+  int32_t device = 0;
+  int32_t dtype = 0;
+  Config config;
+  const Builder* builder = nullptr;
+  std::string config_json;
+  Tensor tok_embd, pos_embd, out_norm, out_norm_b, lm_head;
+  std::vector<Layer> layers;
+  // Norm weights are held in f32, the residual stream's dtype (copies made at load when
+  // the weights are f16/bf16); freed with the model.
+  std::vector<void*> owned;
+  ~Model();
+  void norms_to_f32();
+};
+
+// A sequence and its KV cache: per layer, keys and values [1, capacity, kv_heads, head_dim]
+// in the model's dtype, from host->alloc. Positions [0, length) are filled.
+struct Session {
+  Model* model = nullptr;
+  int64_t capacity = 0;
+  int64_t length = 0;
+  std::vector<void*> k_cache, v_cache;
+  ~Session();
+  Tensor cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
+                    int64_t count) const;
+};
+
+// Shared building blocks of the builders.
+// Appends k and v ([1, T, Hkv, Dh] views) to layer `layer`'s cache at the session's length
+// and returns attention(q, cached keys, cached values) as [T, Hq * Dh].
+Tensor attend(Session& session, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
+              const Tensor& v);
+// rope over x [1, T, H, Dh] in place, with the model's theta and scaling.
+void rotate(Ops& ops, const Config& config, const Tensor& x, const Tensor& positions);
+// The final norm's output rows that logits asks for, projected by the LM head (f32 out).
+void project_logits(Ops& ops, const Model& model, const Tensor& normed, const Tensor& logits);
+
+// Config readers shared by families.
+int64_t config_int(const nlohmann::json& config, const char* key, const std::string& arch);
+int64_t config_int_or(const nlohmann::json& config, const char* key, int64_t fallback);
+double config_float_or(const nlohmann::json& config, const char* key, double fallback);
+
+}  // namespace gk::llm
