@@ -145,6 +145,34 @@ GK_PIN(gk_tokenizer_info, add_eos, 36);
 GK_PIN(gk_tokenizer_info, pre, 40);
 static_assert(GK_TOKENIZER_INFO_SIZE == 48);
 
+// ---------------------------------------------------------------- gpukit.h (ABI 1.6)
+GK_PIN(gk_model_options, device, 8);
+GK_PIN(gk_model_options, dtype, 12);
+static_assert(GK_MODEL_OPTIONS_SIZE == 16);
+GK_PIN(gk_model_info, architecture, 8);
+GK_PIN(gk_model_info, plugin, 16);
+GK_PIN(gk_model_info, vocab_size, 24);
+GK_PIN(gk_model_info, context_length, 32);
+GK_PIN(gk_model_info, num_layers, 40);
+GK_PIN(gk_model_info, hidden_size, 44);
+GK_PIN(gk_model_info, device, 48);
+GK_PIN(gk_model_info, dtype, 52);
+static_assert(GK_MODEL_INFO_SIZE == 56);
+GK_PIN(gk_session_options, max_context, 8);
+static_assert(GK_SESSION_OPTIONS_SIZE == 16);
+GK_PIN(gk_generate_options, max_tokens, 8);
+GK_PIN(gk_generate_options, top_k, 12);
+GK_PIN(gk_generate_options, temperature, 16);
+GK_PIN(gk_generate_options, top_p, 24);
+GK_PIN(gk_generate_options, min_p, 32);
+GK_PIN(gk_generate_options, repetition_penalty, 40);
+GK_PIN(gk_generate_options, seed, 48);
+GK_PIN(gk_generate_options, stop_tokens, 56);
+GK_PIN(gk_generate_options, num_stop_tokens, 64);
+GK_PIN(gk_generate_options, on_token, 72);
+GK_PIN(gk_generate_options, user_data, 80);
+static_assert(GK_GENERATE_OPTIONS_SIZE == 88);
+
 GK_PIN(gk_plugin_info, struct_size, 0);
 GK_PIN(gk_plugin_info, name, 8);
 GK_PIN(gk_plugin_info, version, 16);
@@ -213,6 +241,39 @@ GK_PIN(gk_plugin_api, shutdown, 40);
 GK_PIN(gk_plugin_api, supports, 48);
 GK_PIN(gk_plugin_api, launch, 56);
 static_assert(GK_PLUGIN_API_SIZE == 64);
+
+// ---------------------------------------------------------- gpukit_plugin.h (ABI 1.1)
+GK_PIN(gk_host_services, op_call, 80);
+static_assert(GK_HOST_SERVICES_SIZE_1_1 == 88);
+GK_PIN(gk_plugin_api, model, 64);
+static_assert(GK_PLUGIN_API_SIZE_1_1 == 72);
+GK_PIN(gk_plugin_weight, name, 0);
+GK_PIN(gk_plugin_weight, tensor, 8);
+GK_PIN_SIZE(gk_plugin_weight, 48);
+GK_PIN(gk_model_create_args, architecture, 8);
+GK_PIN(gk_model_create_args, config_json, 16);
+GK_PIN(gk_model_create_args, device, 24);
+GK_PIN(gk_model_create_args, dtype, 28);
+GK_PIN(gk_model_create_args, weights, 32);
+GK_PIN(gk_model_create_args, num_weights, 40);
+static_assert(GK_MODEL_CREATE_ARGS_SIZE == 48);
+GK_PIN(gk_plugin_model_info, vocab_size, 8);
+GK_PIN(gk_plugin_model_info, context_length, 16);
+GK_PIN(gk_plugin_model_info, num_layers, 24);
+GK_PIN(gk_plugin_model_info, hidden_size, 28);
+static_assert(GK_PLUGIN_MODEL_INFO_SIZE == 32);
+GK_PIN(gk_model_step_args, stream, 8);
+GK_PIN(gk_model_step_args, tokens, 16);
+GK_PIN(gk_model_step_args, positions, 56);
+GK_PIN(gk_model_step_args, logits, 96);
+static_assert(GK_MODEL_STEP_ARGS_SIZE == 136);
+GK_PIN(gk_model_api, model_create, 8);
+GK_PIN(gk_model_api, model_destroy, 16);
+GK_PIN(gk_model_api, model_info, 24);
+GK_PIN(gk_model_api, session_create, 32);
+GK_PIN(gk_model_api, session_destroy, 40);
+GK_PIN(gk_model_api, session_step, 48);
+static_assert(GK_MODEL_API_SIZE == 56);
 
 // ------------------------------------------- gpukit_dlpack.h (the DLPack 1.x spec layout)
 GK_PIN(DLPackVersion, major, 0);
