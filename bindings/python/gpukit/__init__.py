@@ -19,6 +19,7 @@ from ._scheduler import Task, scheduler_info, set_pacing, task
 from ._units import parse_memory
 from ._weights import Weights, load_weights
 from ._tokenizer import Detokenizer, Tokenizer
+from . import llm
 from .errors import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -42,6 +43,6 @@ __all__ = [
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing", "Weights", "load_weights",
-    "Tokenizer", "Detokenizer",
+    "Tokenizer", "Detokenizer", "llm",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)
