@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <iterator>
+#include <thread>
 #include <vector>
 
 #include "gpukit/gpukit.h"
@@ -312,6 +313,42 @@ TEST_F(Llm, greedy_generate_gives_the_golden_tokens_and_stops_at_a_stop_token) {
   EXPECT_EQ(n, first + 1);
   gk_session_release(s);
   gk_model_release(m);
+}
+
+// Sessions of one model step at the same time from their own threads (the model is read
+// only; each step's scratch and each session's cache are its own), and a session keeps its
+// model alive after the caller released it.
+TEST_F(Llm, eight_threads_each_with_a_session_of_one_model_get_the_golden_tokens) {
+  gk_model* m = load(folder("qwen2"));
+  ASSERT_NE(m, nullptr);
+  auto prompt = golden_i32("qwen2", "prompt");
+  auto golden_tokens = golden_i32("qwen2", "decode_tokens");
+  std::vector<gk_session*> sessions(8, nullptr);
+  for (gk_session*& s : sessions) ASSERT_EQ(gk_session_create(m, nullptr, &s), GK_OK);
+  gk_model_release(m);
+  std::vector<std::vector<int32_t>> results(sessions.size());
+  std::vector<gk_status> status(sessions.size(), GK_OK);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    threads.emplace_back([&, i] {
+      gk_generate_options o{};
+      o.struct_size = sizeof(o);
+      o.max_tokens = 32;
+      o.top_p = 1;
+      o.repetition_penalty = 1;
+      results[i].resize(32);
+      int32_t n = 0;
+      status[i] = gk_session_generate(sessions[i], prompt.data(), int32_t(prompt.size()), &o,
+                                      results[i].data(), 32, &n);
+      results[i].resize(size_t(n));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    EXPECT_EQ(status[i], GK_OK) << "session " << i;
+    EXPECT_EQ(results[i], golden_tokens) << "session " << i;
+    gk_session_release(sessions[i]);
+  }
 }
 
 TEST_F(Llm, seeded_sampling_repeats_and_a_repetition_penalty_changes_the_tokens) {
