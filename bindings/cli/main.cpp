@@ -3,7 +3,8 @@
 //
 //   gpukit info [--json]
 //   gpukit plugins [--json]
-//   gpukit explain OP [--device N] [--dtype T] [--shape 64x64 ...] [--attr k=v ...] [--json]
+//   gpukit explain OP --shape 64x64 [--shape i32:8 ...] [--device N] [--dtype T]
+//                  [--attr k=v ...] [--json]
 //   gpukit tasks [--device N] [--json]
 //   gpukit weights PATH [--device D] [--dtype T] [--json]
 //
@@ -315,23 +316,28 @@ int cmd_explain(const GlobalOptions& g, const ExplainOptions& o) {
     throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "' (known: " +
                                 dtype_names() + ")");
   }
-  int32_t out_dtype = 0;
-  if (!o.out_dtype.empty() && !(out_dtype = parse_dtype(o.out_dtype))) {
-    throw std::invalid_argument("--out-dtype: unknown dtype '" + o.out_dtype + "' (known: " +
-                                dtype_names() + ")");
+  if (o.shapes.empty()) {
+    throw std::invalid_argument("give each input's shape, in order: e.g. `gpukit explain matmul "
+                                "--shape 64x32 --shape 32x16` (docs/ops.md lists the inputs)");
   }
-  std::vector<Shape> shapes;
-  for (const auto& s : o.shapes) shapes.push_back(parse_shape(s));
+  const std::vector<gk_tensor_desc> inputs = input_descs(dtype, o.shapes);
   AttrList attrs;
   for (const auto& a : o.attrs) attrs.add(a);
-  const OpDescs descs = build_descs(o.op, dtype, shapes, attrs, out_dtype);
+  if (!o.out_dtype.empty()) {
+    if (!parse_dtype(o.out_dtype)) {
+      throw std::invalid_argument("--out-dtype: unknown dtype '" + o.out_dtype + "' (known: " +
+                                  dtype_names() + ")");
+    }
+    attrs.add("dtype=" + o.out_dtype);  // cast's attribute
+  }
 
   RuntimePtr rt = open_runtime(g);
   const int32_t device = o.device >= 0 ? o.device : gk_device_default(rt.get());
   char* out = nullptr;
-  check(gk_explain(rt.get(), o.op.c_str(), device, descs.inputs.data(),
-                   static_cast<int32_t>(descs.inputs.size()), descs.outputs.data(),
-                   static_cast<int32_t>(descs.outputs.size()), attrs.data(), attrs.size(), &out),
+  // No outputs given: the runtime infers them by the op's rules and reports them.
+  check(gk_explain(rt.get(), o.op.c_str(), device, inputs.data(),
+                   static_cast<int32_t>(inputs.size()), nullptr, 0, attrs.data(), attrs.size(),
+                   &out),
         "gk_explain");
   GkString owned(out);
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
@@ -345,10 +351,17 @@ int cmd_explain(const GlobalOptions& g, const ExplainOptions& o) {
     if (v.is_null()) return "-";
     return json_text(v);
   };
-  std::string inputs;
-  for (const auto& d : descs.inputs) inputs += (inputs.empty() ? "" : ", ") + describe(d);
-  std::string outputs;
-  for (const auto& d : descs.outputs) outputs += (outputs.empty() ? "" : ", ") + describe(d);
+  // "f32[64,32], i32[8]" from the descriptors gk_explain reports.
+  auto described = [&](const char* key) {
+    std::string text;
+    if (!j.contains(key) || !j[key].is_array()) return std::string("-");
+    for (const auto& d : j[key]) {
+      std::string shape;
+      for (const auto& n : d["shape"]) shape += (shape.empty() ? "" : ",") + json_text(n);
+      text += (text.empty() ? "" : ", ") + d["dtype"].get<std::string>() + "[" + shape + "]";
+    }
+    return text;
+  };
 
   gk_device_props props{};
   props.struct_size = sizeof props;
@@ -360,8 +373,8 @@ int cmd_explain(const GlobalOptions& g, const ExplainOptions& o) {
   }
   Table head({"op", o.op});
   head.add_row({"device", device_text});
-  head.add_row({"inputs", inputs});
-  head.add_row({"outputs", outputs});
+  head.add_row({"inputs", described("inputs")});
+  head.add_row({"outputs", described("outputs")});
   head.add_row({"chosen", j.contains("chosen") ? text(j["chosen"]) : "-"});
   head.print(std::cout);
   std::cout << '\n';
@@ -1019,9 +1032,10 @@ int run(int argc, char** argv) {
   explain->add_option("op", e.op, "Op name (docs/ops.md)")->required();
   explain->add_option("--device,-d", e.device, "Device id (default: gk_device_default)");
   explain->add_option("--dtype,-t", e.dtype, "Input dtype (default f32)");
-  explain->add_option("--out-dtype", e.out_dtype, "Output dtype of cast");
+  explain->add_option("--out-dtype", e.out_dtype, "Output dtype of cast (its dtype attribute)");
   explain->add_option("--shape,-s", e.shapes,
-                      "Shape of input i, e.g. 64x64; repeat per input (default 64x64)");
+                      "Input i's shape, e.g. 64x64, or dtype:shape (i32:8) for an input of "
+                      "another dtype; one per input, in order");
   explain->add_option("--attr,-a", e.attrs,
                       "Attribute name=value: int, float, ints (1,2 or [1]), else text");
   explain->add_flag("--json", e.json, "Print gk_explain's JSON");

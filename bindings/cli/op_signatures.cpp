@@ -2,20 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
 #include <stdexcept>
 
 namespace gk::cli {
 
 namespace {
-
-const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
-const std::set<std::string> kUnary = {"neg",   "abs",     "exp",        "log",  "sqrt",
-                                      "rsqrt", "tanh",    "sigmoid",    "relu", "gelu",
-                                      "silu",  "softmax", "log_softmax"};
-const std::set<std::string> kGated = {"swiglu", "geglu"};
-const std::set<std::string> kReduce = {"sum", "mean", "prod", "max", "min"};
-const std::set<std::string> kArg = {"argmax", "argmin"};
 
 gk_tensor_desc make_desc(int32_t dtype, const Shape& shape) {
   if (shape.size() > GK_MAX_DIMS) {
@@ -28,40 +19,6 @@ gk_tensor_desc make_desc(int32_t dtype, const Shape& shape) {
   d.ndim = static_cast<int32_t>(shape.size());
   std::copy(shape.begin(), shape.end(), d.shape);
   return d;
-}
-
-Shape broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < out.size(); ++i) {
-    int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
-    int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
-    // Not broadcastable: keep a's extent and let the runtime explain the mismatch.
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-int64_t attr_int(const AttrList& attrs, const char* name, int64_t fallback) {
-  const gk_attr* a = attrs.find(name);
-  return a && a->type == GK_ATTR_INT ? a->value.i : fallback;
-}
-
-Shape reduced_shape(const Shape& x, const std::vector<int64_t>& axes, bool all, bool keepdims) {
-  const int64_t n = static_cast<int64_t>(x.size());
-  std::vector<bool> reduce(x.size(), all);
-  for (int64_t axis : axes) {
-    int64_t a = axis < 0 ? axis + n : axis;
-    if (a >= 0 && a < n) reduce[a] = true;
-  }
-  Shape out;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!reduce[i]) {
-      out.push_back(x[i]);
-    } else if (keepdims) {
-      out.push_back(1);
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -167,89 +124,25 @@ std::string dtype_names() {
   return names;
 }
 
-std::string describe(const gk_tensor_desc& desc) {
-  std::string s = gk_dtype_name(desc.dtype);
-  s += '[';
-  for (int32_t i = 0; i < desc.ndim; ++i) {
-    if (i) s += ',';
-    s += std::to_string(desc.shape[i]);
-  }
-  return s + ']';
-}
-
-OpDescs build_descs(const std::string& op, int32_t dtype, const std::vector<Shape>& shapes,
-                    const AttrList& attrs, int32_t out_dtype) {
-  const Shape first = shapes.empty() ? Shape{64, 64} : shapes[0];
-  // Input i: the shape the user gave, else `fallback`.
-  auto shape_or = [&](size_t i, const Shape& fallback) {
-    return i < shapes.size() ? shapes[i] : fallback;
-  };
-  const Shape hidden = first.empty() ? Shape{1} : Shape{first.back()};
-  OpDescs d;
-  auto in = [&](const Shape& s) { d.inputs.push_back(make_desc(dtype, s)); };
-  auto out = [&](int32_t dt, const Shape& s) { d.outputs.push_back(make_desc(dt, s)); };
-
-  if (kBinary.count(op)) {
-    const Shape b = shape_or(1, first);
-    in(first);
-    in(b);
-    out(dtype, broadcast(first, b));
-  } else if (kUnary.count(op)) {
-    in(first);
-    out(dtype, first);
-  } else if (kGated.count(op)) {
-    in(first);
-    in(shape_or(1, first));
-    out(dtype, first);
-  } else if (op == "cast") {
-    in(first);
-    out(out_dtype ? out_dtype : (dtype == GK_DTYPE_F32 ? GK_DTYPE_F16 : GK_DTYPE_F32), first);
-  } else if (kReduce.count(op) || kArg.count(op)) {
-    in(first);
-    const bool keepdims = attr_int(attrs, "keepdims", 0) != 0;
-    std::vector<int64_t> axes;
-    bool all = true;
-    const char* axes_name = kArg.count(op) ? "axis" : "axes";
-    if (const gk_attr* a = attrs.find(axes_name)) {
-      all = false;
-      if (a->type == GK_ATTR_INT) axes.push_back(a->value.i);
-      if (a->type == GK_ATTR_INTS) axes.assign(a->value.ints, a->value.ints + a->count);
+std::vector<gk_tensor_desc> input_descs(int32_t dtype, const std::vector<std::string>& specs) {
+  std::vector<gk_tensor_desc> inputs;
+  for (const std::string& spec : specs) {
+    // "i32:4x8" gives this input its own dtype; "4x8" takes `dtype`.
+    const size_t colon = spec.find(':');
+    int32_t input_dtype = dtype;
+    if (colon != std::string::npos) {
+      const std::string name = spec.substr(0, colon);
+      input_dtype = parse_dtype(name);
+      if (!input_dtype) {
+        throw std::invalid_argument("--shape " + spec + ": unknown dtype '" + name +
+                                    "' (known: " + dtype_names() + ")");
+      }
     }
-    out(kArg.count(op) ? GK_DTYPE_I64 : dtype, reduced_shape(first, axes, all, keepdims));
-  } else if (op == "layernorm" || op == "rmsnorm") {
-    in(first);
-    in(shape_or(1, hidden));
-    if (op == "layernorm") in(shape_or(2, hidden));
-    out(dtype, first);
-  } else if (op == "add_layernorm" || op == "add_rmsnorm") {
-    in(first);
-    in(shape_or(1, first));
-    in(shape_or(2, hidden));
-    if (op == "add_layernorm") in(shape_or(3, hidden));
-    out(dtype, first);
-    out(dtype, first);
-  } else if (op == "matmul") {
-    if (first.size() < 2) throw std::invalid_argument("matmul: a needs at least 2 dimensions");
-    const bool ta = attr_int(attrs, "transpose_a", 0) != 0;
-    const bool tb = attr_int(attrs, "transpose_b", 0) != 0;
-    const int64_t m = ta ? first[first.size() - 1] : first[first.size() - 2];
-    const int64_t k = ta ? first[first.size() - 2] : first[first.size() - 1];
-    // Default b: [K, M] (read as [M, K] with transpose_b), so a square problem by default.
-    const Shape b = shape_or(1, tb ? Shape{m, k} : Shape{k, m});
-    if (b.size() < 2) throw std::invalid_argument("matmul: b needs at least 2 dimensions");
-    in(first);
-    in(b);
-    if (shapes.size() > 2) in(shapes[2]);  // bias
-    const int64_t n = tb ? b[b.size() - 2] : b[b.size() - 1];
-    Shape batch = broadcast(Shape(first.begin(), first.end() - 2), Shape(b.begin(), b.end() - 2));
-    batch.push_back(m);
-    batch.push_back(n);
-    out(dtype, batch);
-  } else {
-    in(first);
-    out(dtype, first);
+    inputs.push_back(make_desc(input_dtype, parse_shape(colon == std::string::npos
+                                                            ? spec
+                                                            : spec.substr(colon + 1))));
   }
-  return d;
+  return inputs;
 }
 
 }  // namespace gk::cli

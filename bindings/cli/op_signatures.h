@@ -1,6 +1,6 @@
-// Input and output descriptors for `gpukit explain`: given an op name, the shapes the user
-// typed and the attributes, builds the gk_tensor_desc arrays gk_explain takes, following
-// the arity and shape rules of docs/ops.md.
+// What `gpukit explain` reads from its command line: shapes, dtypes and attributes, turned
+// into the gk_tensor_desc and gk_attr arrays gk_explain takes. The op rules themselves stay
+// in the runtime.
 #ifndef GPUKIT_BINDINGS_CLI_OP_SIGNATURES_H_
 #define GPUKIT_BINDINGS_CLI_OP_SIGNATURES_H_
 
@@ -36,11 +36,6 @@ class AttrList {
   std::vector<gk_attr> attrs_;
 };
 
-struct OpDescs {
-  std::vector<gk_tensor_desc> inputs;
-  std::vector<gk_tensor_desc> outputs;
-};
-
 // Parses "64x64" (or "64,64"; "" or "scalar" is a 0-d shape). Throws std::invalid_argument.
 Shape parse_shape(const std::string& text);
 
@@ -49,16 +44,10 @@ int32_t parse_dtype(const std::string& name);
 // The dtype names parse_dtype knows, comma-separated, for error messages.
 std::string dtype_names();
 
-// "f32[64,64]".
-std::string describe(const gk_tensor_desc& desc);
-
-// Descriptors for op `op`: shapes[i] is input i; inputs without a shape take a default
-// derived from the first (see the .cpp). `out_dtype` (0 = by the op's rule) sets the
-// output dtype of `cast`. Throws std::invalid_argument on what cannot be built; an op
-// the CLI does not know gets one input and one output of the same shape, so that the
-// runtime itself reports it.
-OpDescs build_descs(const std::string& op, int32_t dtype, const std::vector<Shape>& shapes,
-                    const AttrList& attrs, int32_t out_dtype);
+// The input descriptors gk_explain takes, one per `--shape` spec: "64x64" (of `dtype`) or
+// "i32:64x64" (its own dtype). The outputs are left to the runtime, which infers them by
+// the op's own rules (gk_explain with no outputs). Throws std::invalid_argument.
+std::vector<gk_tensor_desc> input_descs(int32_t dtype, const std::vector<std::string>& specs);
 
 }  // namespace gk::cli
 

@@ -85,6 +85,14 @@ def main():
     if explained["chosen"] != "cpu":
         sys.exit(f"gpukit explain --json: chose {explained['chosen']!r} on the cpu device")
 
+    # The outputs come from the runtime's own op rules, for any op, inputs of mixed dtypes too.
+    embedded = json_object(tool, "explain", "embedding", "--shape", "100x8", "--shape", "i32:3x5")
+    if [(d["dtype"], d["shape"]) for d in embedded["outputs"]] != [("f32", [3, 5, 8])]:
+        sys.exit(f"gpukit explain embedding --json: outputs {embedded['outputs']}")
+    missing = run(tool, "explain", "matmul", "--shape", "64x32", expect_rc=1)  # b is missing
+    if "expected 2 to 3 (a, b, bias)" not in missing.stderr:
+        sys.exit(f"gpukit explain matmul with one shape: {missing.stderr}")
+
     bad = run(tool, "explain", "add", "--dtype", "float99", "--shape", "4", "--shape", "4",
               expect_rc=2)
     text = bad.stdout + bad.stderr
