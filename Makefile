@@ -153,10 +153,10 @@ ctest: build
 # passing unnoticed, and ResourceWarnings are shown.
 pytest: build
 	@if [ -d tests/python ]; then \
-	  echo "==> pytest tests/python (python -X dev, PYTHONMALLOC=debug)"; \
+	  echo "==> pytest tests/python tests/llm (python -X dev, PYTHONMALLOC=debug)"; \
 	  rc=0; GPUKIT_LIBRARY="$(CURDIR)/$(BUILD_DIR)/lib/libgpukit.so" \
 	    GPUKIT_INCLUDE_DIR="$(CURDIR)/abi/include" PYTHONMALLOC=debug \
-	    $(PYTHON) -X dev -m pytest -q tests/python || rc=$$?; \
+	    $(PYTHON) -X dev -m pytest -q tests/python tests/llm || rc=$$?; \
 	  if [ "$$rc" -ne 0 ] && [ "$$rc" -ne 5 ]; then exit "$$rc"; fi; \
 	else \
 	  echo "==> pytest: no tests/python yet, skipped"; \
