@@ -43,7 +43,51 @@ void read_rope(const nlohmann::json& config, Config& c) {
   }
 }
 
+// GGUF metadata as written by llama.cpp's converter: "<arch>.block_count", ….
+void read_gguf_config(const nlohmann::json& config, Config& c) {
+  c.gguf = true;
+  c.gguf_architecture = config["general.architecture"].get<std::string>();
+  const std::string p = c.gguf_architecture + ".";
+  auto key = [&](const char* k) { return p + k; };
+  const std::string& a = c.architecture;
+  c.family = Family::kLlama;
+  c.hidden = config_int(config, key("embedding_length").c_str(), a);
+  c.layers = config_int(config, key("block_count").c_str(), a);
+  c.heads = config_int(config, key("attention.head_count").c_str(), a);
+  c.kv_heads = config_int_or(config, key("attention.head_count_kv").c_str(), c.heads);
+  c.head_dim = config_int_or(config, key("attention.key_length").c_str(), c.hidden / c.heads);
+  c.ffn = config_int(config, key("feed_forward_length").c_str(), a);
+  c.context = config_int(config, key("context_length").c_str(), a);
+  c.eps = config_float_or(config, key("attention.layer_norm_rms_epsilon").c_str(), 1e-6);
+  c.rope_theta = config_float_or(config, key("rope.freq_base").c_str(), 1e4);
+  c.vocab = config_int_or(config, key("vocab_size").c_str(), 0);
+  if (c.vocab <= 0) {
+    auto tokens = config.find("tokenizer.ggml.tokens");
+    if (tokens != config.end() && tokens->is_array()) c.vocab = int64_t(tokens->size());
+  }
+  if (c.vocab <= 0) {
+    fail(GK_INVALID_ARGUMENT, "GGUF metadata: no '" + key("vocab_size") +
+                                  "' and no tokenizer.ggml.tokens to take the vocabulary from");
+  }
+  // Llama 3 GGUFs carry their rope scaling as a rope_freqs tensor, which the rope op's
+  // attributes do not take.
+  if (auto t = config.find(key("rope.scaling.type")); t != config.end() && t->is_string() &&
+                                                       t->get<std::string>() != "none") {
+    fail(GK_UNIMPLEMENTED, "GGUF metadata: rope scaling '" + t->get<std::string>() +
+                               "' is not supported");
+  }
+  if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0) {
+    fail(GK_INVALID_ARGUMENT, "GGUF metadata: head_count " + std::to_string(c.heads) +
+                                  " is not a multiple of head_count_kv " +
+                                  std::to_string(c.kv_heads));
+  }
+}
+
 void read_config(const nlohmann::json& config, Config& c) {
+  if (auto g = config.find("general.architecture"); g != config.end() && g->is_string()) {
+    read_gguf_config(config, c);
+    return;
+  }
   const std::string& a = c.architecture;
   c.family = Family::kLlama;
   c.vocab = config_int(config, "vocab_size", a);
@@ -76,6 +120,31 @@ void read_config(const nlohmann::json& config, Config& c) {
   read_rope(config, c);
 }
 
+// llama.cpp's converter reorders the rows of each Llama head's q and k projection for its
+// interleaved rope: HF row (h, j, i) (pair half j of Dh/2 rows) is stored at (h, i, j).
+// Reading the stored rows with strides [Dh * in, in, 2 * in, 1] as [H, 2, Dh/2, in] and
+// casting them into fresh memory restores HF's order for the "half" rope.
+Tensor unpermute_rows(Model& m, Ops& ops, const Tensor& w, int64_t heads) {
+  const int64_t dh = m.config.head_dim, in = w.shape[1];
+  Tensor src = Tensor::contiguous(w.data, w.dtype, {heads, 2, dh / 2, in});
+  src.strides[0] = dh * in;
+  src.strides[1] = in;
+  src.strides[2] = 2 * in;
+  Tensor dst = Tensor::contiguous(nullptr, w.dtype, {heads, 2, dh / 2, in});
+  dst.data = ops.keep(uint64_t(w.numel() * element_size(w.dtype)));
+  m.owned.push_back(dst.data);
+  ops.call("cast", {&src}, {&dst});
+  return dst.reshaped({heads * dh, in});
+}
+
+void unpermute_qk(Model& m) {
+  Ops ops(m.host, m.device, nullptr);
+  for (Layer& l : m.layers) {
+    l.wq = unpermute_rows(m, ops, l.wq, m.config.heads);
+    l.wk = unpermute_rows(m, ops, l.wk, m.config.kv_heads);
+  }
+}
+
 void load(Model& m, const WeightTable& w) {
   const Config& c = m.config;
   const int64_t q_dim = c.heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
@@ -83,7 +152,7 @@ void load(Model& m, const WeightTable& w) {
                            std::to_string(c.heads) + " / kv heads " + std::to_string(c.kv_heads) +
                            " x head_dim " + std::to_string(c.head_dim) + ", intermediate_size " +
                            std::to_string(c.ffn) + ", vocab_size " + std::to_string(c.vocab);
-  const HfNames& n = kLlamaNames;
+  const HfNames& n = c.gguf ? kGgufLlamaNames : kLlamaNames;
   m.tok_embd = w.get(n.tok_embd, {c.vocab, c.hidden}, dims);
   m.out_norm = w.get(n.out_norm, {c.hidden}, dims);
   // Tied embeddings: no head in the file, logits use the token embedding.
@@ -114,6 +183,7 @@ void load(Model& m, const WeightTable& w) {
     l.w_up = w.get(name(n.w_up), {c.ffn, c.hidden}, dims);
     l.w_down = w.get(name(n.w_down), {c.hidden, c.ffn}, dims);
   }
+  if (c.gguf && c.gguf_architecture == "llama") unpermute_qk(m);
 }
 
 void forward(Session& s, Ops& ops, const Tensor& tokens, const Tensor& positions,

@@ -100,6 +100,9 @@ struct Config {
   double rope_theta = 10000.0;
   std::string rope_scaling = "none";  // the rope op's `scaling`: none, llama3, linear
   double rope_factor = 1.0, rope_low = 1.0, rope_high = 4.0, rope_original_max = 8192.0;
+  // Read from GGUF metadata (llama.cpp's names, its `general.architecture`).
+  bool gguf = false;
+  std::string gguf_architecture;
 };
 
 // One decoder layer's tensors, by role; absent ones are empty. Projections are nn.Linear

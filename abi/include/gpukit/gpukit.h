@@ -1102,8 +1102,10 @@ typedef struct gk_model_options {
 #define GK_MODEL_OPTIONS_SIZE GK_STRUCT_SIZE(gk_model_options, dtype)
 
 /* Loads the model at `path`: a folder holding config.json and its SafeTensors weights (as
- * HF save_pretrained writes them). The architecture is config.json's architectures[0];
- * NOT_FOUND lists the known ones when no model plugin builds it. The weights are converted
+ * HF save_pretrained writes them), or a .gguf file (llama, qwen2, qwen3; quantized weights
+ * are dequantized, Llama q/k rows un-permuted from llama.cpp's rope layout). The
+ * architecture is config.json's architectures[0] (GGUF: general.architecture); NOT_FOUND
+ * lists the known ones when no model plugin builds it. The weights are converted
  * to options->dtype and uploaded to options->device once (options NULL: device 0, f32).
  * A config that disagrees with a tensor's shape is INVALID_ARGUMENT naming the tensor and
  * both shapes; a missing tensor is NOT_FOUND naming it. *out holds the runtime alive;

@@ -203,29 +203,55 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
     const gk::Device& device = rt.devices().at(opts.device);
     std::filesystem::path folder(path);
     std::error_code ec;
-    if (!std::filesystem::is_directory(folder, ec)) {
-      gk::fail(std::filesystem::exists(folder, ec) ? GK_UNIMPLEMENTED : GK_NOT_FOUND,
+    // A GGUF file carries its config as metadata; an HF folder has config.json.
+    const bool gguf = folder.extension() == ".gguf" && std::filesystem::is_regular_file(folder, ec);
+    if (!gguf && !std::filesystem::is_directory(folder, ec)) {
+      gk::fail(std::filesystem::exists(folder, ec) ? GK_INVALID_ARGUMENT : GK_NOT_FOUND,
                "gk_model_load: '" + folder.string() +
-                   "' is not a folder with config.json and SafeTensors weights (GGUF models "
-                   "are not supported yet)");
+                   "' is neither a folder with config.json and SafeTensors weights nor a "
+                   ".gguf file");
     }
     auto m = std::make_shared<gk::ModelState>();
     m->runtime.impl = runtime->impl;
     m->device = device.id;
     m->dtype = opts.dtype;
-    m->config_json = gk::read_text(folder / "config.json");
+    gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights),
+              "gk_model_load");
+    const std::string config_name = gguf ? folder.string() + " metadata"
+                                         : (folder / "config.json").string();
+    if (gguf) {
+      char* text = nullptr;
+      gk::check(gk_weights_metadata_json(m->weights, &text), "gk_model_load");
+      m->config_json = text;
+      gk_string_free(text);
+    } else {
+      m->config_json = gk::read_text(folder / "config.json");
+    }
     auto config = nlohmann::json::parse(m->config_json, nullptr, false);
     if (config.is_discarded() || !config.is_object()) {
-      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + (folder / "config.json").string() +
-                                        " is not a JSON object");
+      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + config_name + " is not a JSON object");
     }
-    auto archs = config.find("architectures");
-    if (archs == config.end() || !archs->is_array() || archs->empty() ||
-        !(*archs)[0].is_string()) {
-      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + (folder / "config.json").string() +
-                                        " has no \"architectures\" list naming the model class");
+    if (gguf) {
+      // llama.cpp's architecture names, as the HF classes the manifests list.
+      static const std::pair<const char*, const char*> kGgufArchitectures[] = {
+          {"llama", "LlamaForCausalLM"},
+          {"qwen2", "Qwen2ForCausalLM"},
+          {"qwen3", "Qwen3ForCausalLM"}};
+      auto a = config.find("general.architecture");
+      std::string name = (a != config.end() && a->is_string()) ? a->get<std::string>() : "";
+      m->architecture = "gguf:" + name;
+      for (const auto& [gguf_name, hf_name] : kGgufArchitectures) {
+        if (name == gguf_name) m->architecture = hf_name;
+      }
+    } else {
+      auto archs = config.find("architectures");
+      if (archs == config.end() || !archs->is_array() || archs->empty() ||
+          !(*archs)[0].is_string()) {
+        gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + config_name +
+                                          " has no \"architectures\" list naming the model class");
+      }
+      m->architecture = (*archs)[0].get<std::string>();
     }
-    m->architecture = (*archs)[0].get<std::string>();
     std::string known;
     for (const auto& r : rt.plugins().records()) {
       if (!r->loaded || !r->api) continue;
@@ -236,25 +262,23 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
     }
     if (!m->plugin) {
       gk::fail(GK_NOT_FOUND, "gk_model_load: unknown architecture '" + m->architecture +
-                                 "' in " + (folder / "config.json").string() + " (known: " +
+                                 "' in " + config_name + " (known: " +
                                  (known.empty() ? "none, no model plugin is loaded" : known) +
                                  ")");
     }
     m->api = m->plugin->api->model;
 
-    gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights),
-              "gk_model_load");
     const int64_t count = gk_weights_count(m->weights);
     m->tensors.reserve(size_t(count));
     for (int64_t i = 0; i < count; ++i) {
       gk_weight_info info{};
       info.struct_size = sizeof(info);
       gk::check(gk_weights_info(m->weights, i, &info), "gk_model_load");
-      // Integer and boolean tensors (GPT-2's causal-mask buffers) are no weights.
-      if (info.dtype != GK_DTYPE_F32 && info.dtype != GK_DTYPE_F16 &&
-          info.dtype != GK_DTYPE_BF16 && info.dtype != GK_DTYPE_F64) {
-        continue;
-      }
+      // Integer and boolean tensors (GPT-2's causal-mask buffers) are no weights; GGUF's
+      // block-quantized ones are dequantized to the model's dtype.
+      const bool floating = info.dtype == GK_DTYPE_F32 || info.dtype == GK_DTYPE_F16 ||
+                            info.dtype == GK_DTYPE_BF16 || info.dtype == GK_DTYPE_F64;
+      if (!floating && gk_dtype_block(info.dtype, nullptr) <= 1) continue;
       gk_tensor* t = nullptr;
       gk::check(gk_weights_get(m->weights, info.name, m->device, m->dtype, nullptr, &t),
                 "gk_model_load");
