@@ -32,8 +32,7 @@ void read_rope(const nlohmann::json& config, Config& c) {
     c.rope_factor = config_float_or(params, "factor", 8.0);
     c.rope_low = config_float_or(params, "low_freq_factor", 1.0);
     c.rope_high = config_float_or(params, "high_freq_factor", 4.0);
-    c.rope_original_max =
-        config_float_or(params, "original_max_position_embeddings", 8192.0);
+    c.rope_original_max = config_float_or(params, "original_max_position_embeddings", 8192.0);
   } else if (type == "linear") {
     c.rope_scaling = "linear";
     c.rope_factor = config_float_or(params, "factor", 1.0);
@@ -71,10 +70,10 @@ void read_gguf_config(const nlohmann::json& config, Config& c) {
   }
   // Llama 3 GGUFs carry their rope scaling as a rope_freqs tensor, which the rope op's
   // attributes do not take.
-  if (auto t = config.find(key("rope.scaling.type")); t != config.end() && t->is_string() &&
-                                                       t->get<std::string>() != "none") {
-    fail(GK_UNIMPLEMENTED, "GGUF metadata: rope scaling '" + t->get<std::string>() +
-                               "' is not supported");
+  if (auto t = config.find(key("rope.scaling.type"));
+      t != config.end() && t->is_string() && t->get<std::string>() != "none") {
+    fail(GK_UNIMPLEMENTED,
+         "GGUF metadata: rope scaling '" + t->get<std::string>() + "' is not supported");
   }
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0) {
     fail(GK_INVALID_ARGUMENT, "GGUF metadata: head_count " + std::to_string(c.heads) +
@@ -112,8 +111,8 @@ void read_config(const nlohmann::json& config, Config& c) {
                                   " is not a multiple of num_key_value_heads " +
                                   std::to_string(c.kv_heads));
   }
-  if (auto act = config.find("hidden_act"); act != config.end() && act->is_string() &&
-                                           act->get<std::string>() != "silu") {
+  if (auto act = config.find("hidden_act");
+      act != config.end() && act->is_string() && act->get<std::string>() != "silu") {
     fail(GK_UNIMPLEMENTED, "config.json: hidden_act '" + act->get<std::string>() + "' of " + a +
                                " is not supported (only silu)");
   }

@@ -3,8 +3,8 @@
 // op of its own: supports() declines every call.
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <exception>
+#include <memory>
 #include <new>
 
 #include "runner.h"
@@ -59,22 +59,24 @@ gk_status model_create(void* state, const gk_model_create_args* args, void** out
     model->config.architecture = args->architecture;
     model->builder = find_builder(args->architecture);
     if (!model->builder) {
-      fail(GK_UNIMPLEMENTED, std::string("llm: architecture '") + args->architecture +
-                                 "' has no builder");
+      fail(GK_UNIMPLEMENTED,
+           std::string("llm: architecture '") + args->architecture + "' has no builder");
     }
     nlohmann::json config = nlohmann::json::parse(args->config_json, nullptr, false);
     if (config.is_discarded() || !config.is_object()) {
       fail(GK_INVALID_ARGUMENT, "config.json is not a JSON object");
     }
     model->builder->read_config(config, model->config);
-    model->builder->load(*model, WeightTable(args->weights, args->num_weights,
-                                             model->config.architecture));
+    model->builder->load(*model,
+                         WeightTable(args->weights, args->num_weights, model->config.architecture));
     model->norms_to_f32();
     *out = model.release();
   });
 }
 
-void model_destroy(void* model) { delete static_cast<Model*>(model); }
+void model_destroy(void* model) {
+  delete static_cast<Model*>(model);
+}
 
 gk_status model_info(void* model, gk_plugin_model_info* out) {
   return guarded(static_cast<Model*>(model)->host, [&] {
@@ -113,7 +115,9 @@ gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
   });
 }
 
-void session_destroy(void* session) { delete static_cast<Session*>(session); }
+void session_destroy(void* session) {
+  delete static_cast<Session*>(session);
+}
 
 gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
   return guarded(static_cast<Session*>(session_ptr)->model->host, [&] {
@@ -144,7 +148,9 @@ gk_status supports(void*, const gk_kernel_args*, char* reason, size_t capacity) 
   return GK_UNIMPLEMENTED;
 }
 
-gk_status launch(void*, const gk_kernel_args*) { return GK_UNIMPLEMENTED; }
+gk_status launch(void*, const gk_kernel_args*) {
+  return GK_UNIMPLEMENTED;
+}
 
 gk_status init(const gk_host_services* host, void** state) {
   if (host->struct_size < GK_HOST_SERVICES_SIZE_1_1 || !host->op_call) {
@@ -157,12 +163,18 @@ gk_status init(const gk_host_services* host, void** state) {
 
 void shutdown(void*) {}
 
-const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,   model_destroy,
-                                model_info,           session_create, session_destroy,
-                                session_step};
+const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,    model_destroy, model_info,
+                                session_create,       session_destroy, session_step};
 
-const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "llm", "0.1.0", init,
-                            shutdown,              supports,              launch, &kModelApi};
+const gk_plugin_api kApi = {sizeof(gk_plugin_api),
+                            GK_PLUGIN_ABI_VERSION,
+                            "llm",
+                            "0.1.0",
+                            init,
+                            shutdown,
+                            supports,
+                            launch,
+                            &kModelApi};
 
 }  // namespace
 }  // namespace gk::llm

@@ -6,7 +6,9 @@
 
 namespace gk::llm {
 
-void fail(gk_status status, std::string message) { throw Failure{status, std::move(message)}; }
+void fail(gk_status status, std::string message) {
+  throw Failure{status, std::move(message)};
+}
 
 int64_t element_size(int32_t dtype) {
   switch (dtype) {
@@ -114,9 +116,8 @@ void Ops::call(const char* op, std::initializer_list<const Tensor*> inputs,
   int32_t ni = 0, no = 0;
   for (const Tensor* t : inputs) in[ni++] = t->plugin();
   for (const Tensor* t : outputs) out[no++] = t->plugin();
-  gk_kernel_args args{sizeof(gk_kernel_args), op,  device_,       stream_,
-                      in,                     ni,  out,           no,
-                      attrs.begin(),          int32_t(attrs.size())};
+  gk_kernel_args args{sizeof(gk_kernel_args), op, device_, stream_, in, ni, out, no, attrs.begin(),
+                      int32_t(attrs.size())};
   gk_status status = host_->op_call(host_->host_context, &args);
   // The service left the op's message for the host's caller.
   if (status != GK_OK) fail(status, "");
@@ -224,8 +225,8 @@ Tensor WeightTable::optional(const std::string& name, std::initializer_list<int6
 Tensor WeightTable::get(const std::string& name, std::initializer_list<int64_t> shape,
                         const std::string& why) const {
   if (!has(name)) {
-    fail(GK_NOT_FOUND, "tensor '" + name + "' is missing from the weights (" + architecture_ +
-                           " needs it)");
+    fail(GK_NOT_FOUND,
+         "tensor '" + name + "' is missing from the weights (" + architecture_ + " needs it)");
   }
   return optional(name, shape, why);
 }
@@ -236,8 +237,7 @@ int64_t config_int(const nlohmann::json& config, const char* key, const std::str
   auto it = config.find(key);
   if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
     fail(GK_INVALID_ARGUMENT, std::string("config.json: '") + key +
-                                  "' is missing or not a positive integer (" + arch +
-                                  " needs it)");
+                                  "' is missing or not a positive integer (" + arch + " needs it)");
   }
   return it->get<int64_t>();
 }
@@ -272,8 +272,8 @@ void Model::norms_to_f32() {
   convert(out_norm);
   convert(out_norm_b);
   for (Layer& l : layers) {
-    for (Tensor* w : {&l.attn_norm, &l.attn_norm_b, &l.q_norm, &l.k_norm, &l.ffn_norm,
-                      &l.ffn_norm_b}) {
+    for (Tensor* w :
+         {&l.attn_norm, &l.attn_norm_b, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b}) {
       convert(*w);
     }
   }
@@ -294,10 +294,10 @@ Session::~Session() {
 Tensor Session::cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
                            int64_t count) const {
   const Config& c = model->config;
-  Tensor all = Tensor::contiguous(cache[layer], model->dtype, {1, capacity, c.kv_heads, c.head_dim});
+  Tensor all =
+      Tensor::contiguous(cache[layer], model->dtype, {1, capacity, c.kv_heads, c.head_dim});
   Tensor t = all;
-  t.data = static_cast<char*>(all.data) +
-           first * all.strides[1] * element_size(model->dtype);
+  t.data = static_cast<char*>(all.data) + first * all.strides[1] * element_size(model->dtype);
   t.shape[1] = count;
   return t;
 }

@@ -61,7 +61,8 @@ class Ops {
   Ops& operator=(const Ops&) = delete;
 
   void call(const char* op, std::initializer_list<const Tensor*> inputs,
-            std::initializer_list<const Tensor*> outputs, std::initializer_list<gk_attr> attrs = {});
+            std::initializer_list<const Tensor*> outputs,
+            std::initializer_list<gk_attr> attrs = {});
   // Scratch, f32 (the activations' dtype) unless `dtype` says otherwise, freed when the
   // step ends.
   Tensor scratch(std::initializer_list<int64_t> shape, int32_t dtype = GK_DTYPE_F32);

@@ -7,6 +7,7 @@
 // make, with its message.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <unistd.h>
 
 #include <iterator>
 #include <thread>
@@ -79,7 +79,9 @@ class Llm : public ::testing::Test {
 
 double check_model(Llm* t, const std::string& name, int32_t dtype, double tol, gk_model* model);
 
-std::string folder(const std::string& model) { return std::string(GPUKIT_LLM_GOLDEN) + "/" + model; }
+std::string folder(const std::string& model) {
+  return std::string(GPUKIT_LLM_GOLDEN) + "/" + model;
+}
 
 double row_error(const float* ours, const float* ref, int64_t n) {
   double diff = 0, scale = 0;
@@ -161,8 +163,8 @@ namespace {
 class ModelCopy {
  public:
   ModelCopy(const std::string& name, const std::string& find, const std::string& replace) {
-    path_ = fs::temp_directory_path() /
-            ("gpukit_llm_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(++count_));
+    path_ = fs::temp_directory_path() / ("gpukit_llm_" + name + "_" + std::to_string(::getpid()) +
+                                         "_" + std::to_string(++count_));
     fs::create_directories(path_);
     fs::copy_file(fs::path(folder(name)) / "model.safetensors", path_ / "model.safetensors");
     std::ifstream in(fs::path(folder(name)) / "config.json");
@@ -238,7 +240,8 @@ TEST_F(Llm, every_golden_model_matches_hf_on_a_cuda_device) {
   }
   if (cuda < 0 || !cuda_plugins) {
     gk_runtime_destroy(rt);
-    GTEST_SKIP() << (cuda < 0 ? "no CUDA device" : "no CUDA llm kernel plugin (built without CUDA)");
+    GTEST_SKIP() << (cuda < 0 ? "no CUDA device"
+                              : "no CUDA llm kernel plugin (built without CUDA)");
   }
   for (int32_t dtype : {GK_DTYPE_F32, GK_DTYPE_BF16}) {
     for (const char* name : kModels) {
@@ -369,8 +372,9 @@ TEST_F(Llm, seeded_sampling_repeats_and_a_repetition_penalty_changes_the_tokens)
     EXPECT_EQ(gk_session_create(m, nullptr, &s), GK_OK);
     std::vector<int32_t> out(16);
     int32_t n = 0;
-    EXPECT_EQ(gk_session_generate(s, prompt.data(), int32_t(prompt.size()), &opts, out.data(), 16, &n),
-              GK_OK)
+    EXPECT_EQ(
+        gk_session_generate(s, prompt.data(), int32_t(prompt.size()), &opts, out.data(), 16, &n),
+        GK_OK)
         << gk_last_error();
     out.resize(size_t(n));
     gk_session_release(s);

@@ -108,7 +108,9 @@ namespace {
 TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all_logits,
                    const char* function) {
   ModelState& m = *s.model;
-  if (count < 1) fail(GK_INVALID_ARGUMENT, std::string(function) + ": count " + std::to_string(count) + " is not >= 1");
+  if (count < 1)
+    fail(GK_INVALID_ARGUMENT,
+         std::string(function) + ": count " + std::to_string(count) + " is not >= 1");
   require_arg(tokens, function, "tokens");
   for (int32_t i = 0; i < count; ++i) {
     if (tokens[i] < 0 || tokens[i] >= m.info.vocab_size) {
@@ -197,8 +199,8 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
       if (!opts.dtype) opts.dtype = GK_DTYPE_F32;
     }
     if (opts.dtype != GK_DTYPE_F32 && opts.dtype != GK_DTYPE_BF16 && opts.dtype != GK_DTYPE_F16) {
-      gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: dtype " + std::to_string(opts.dtype) +
-                                        " is not f32, bf16 or f16");
+      gk::fail(GK_INVALID_ARGUMENT,
+               "gk_model_load: dtype " + std::to_string(opts.dtype) + " is not f32, bf16 or f16");
     }
     const gk::Device& device = rt.devices().at(opts.device);
     std::filesystem::path folder(path);
@@ -215,10 +217,9 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
     m->runtime.impl = runtime->impl;
     m->device = device.id;
     m->dtype = opts.dtype;
-    gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights),
-              "gk_model_load");
-    const std::string config_name = gguf ? folder.string() + " metadata"
-                                         : (folder / "config.json").string();
+    gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights), "gk_model_load");
+    const std::string config_name =
+        gguf ? folder.string() + " metadata" : (folder / "config.json").string();
     if (gguf) {
       char* text = nullptr;
       gk::check(gk_weights_metadata_json(m->weights, &text), "gk_model_load");
@@ -261,10 +262,9 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
       }
     }
     if (!m->plugin) {
-      gk::fail(GK_NOT_FOUND, "gk_model_load: unknown architecture '" + m->architecture +
-                                 "' in " + config_name + " (known: " +
-                                 (known.empty() ? "none, no model plugin is loaded" : known) +
-                                 ")");
+      gk::fail(GK_NOT_FOUND,
+               "gk_model_load: unknown architecture '" + m->architecture + "' in " + config_name +
+                   " (known: " + (known.empty() ? "none, no model plugin is loaded" : known) + ")");
     }
     m->api = m->plugin->api->model;
 
@@ -301,7 +301,9 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
   });
 }
 
-GK_API void gk_model_release(gk_model* model) { delete model; }
+GK_API void gk_model_release(gk_model* model) {
+  delete model;
+}
 
 GK_API gk_status gk_model_get_info(const gk_model* model, gk_model_info* out) {
   return gk::c_guard([&] {
@@ -332,8 +334,7 @@ GK_API gk_status gk_session_create(gk_model* model, const gk_session_options* op
                          "gk_session_options");
       if (options->max_context < 0 || options->max_context > m.info.context_length) {
         gk::fail(GK_INVALID_ARGUMENT, "gk_session_create: max_context " +
-                                          std::to_string(options->max_context) +
-                                          " is not in [0, " +
+                                          std::to_string(options->max_context) + " is not in [0, " +
                                           std::to_string(m.info.context_length) +
                                           "] (the model's context length; 0 means all of it)");
       }
@@ -349,7 +350,9 @@ GK_API gk_status gk_session_create(gk_model* model, const gk_session_options* op
   });
 }
 
-GK_API void gk_session_release(gk_session* session) { delete session; }
+GK_API void gk_session_release(gk_session* session) {
+  delete session;
+}
 
 GK_API int64_t gk_session_length(const gk_session* session) {
   return session ? session->length.load() : 0;
