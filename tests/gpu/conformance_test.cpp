@@ -433,6 +433,13 @@ TEST(GpuConformance, every_cuda_plugin_matches_the_cpu_reference) {
   std::vector<Case> all = cases();
   int passed = 0, failed = 0;
   for (const std::string& plugin : plugins) {
+    // Plugins whose ops this table has no case for are checked against the cpu reference by
+    // a suite of their own.
+    if (plugin == "llm_cuda") {
+      std::printf("plugin %-16s no case here: tests/gpu/llm_ops_test.cpp checks its ops\n",
+                  plugin.c_str());
+      continue;
+    }
     std::string disable;
     for (const std::string& other : plugins) {
       if (other != plugin) disable += (disable.empty() ? "" : ",") + other;
