@@ -7,6 +7,7 @@
 //                  [--attr k=v ...] [--json]
 //   gpukit tasks [--device N] [--json]
 //   gpukit weights PATH [--device D] [--dtype T] [--json]
+//   gpukit generate --model PATH --prompt TEXT [--max-tokens N] [--device D] [--chat] ...
 //
 // A client of the C ABI (gpukit.h) only. On failure it prints the status and
 // gk_last_error() to stderr and exits non-zero.
@@ -31,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_common.h"
+#include "generate.h"
 #include "op_signatures.h"
 #include "table.h"
 
@@ -43,29 +46,6 @@ template <typename Json>
 std::string json_text(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
-
-// A failed gk_ call, carrying its status and the thread's gk_last_error() message.
-class GkError : public std::runtime_error {
- public:
-  GkError(gk_status status, const std::string& what)
-      : std::runtime_error(std::string(gk_status_name(status)) + ": " + what), status_(status) {}
-  gk_status status() const { return status_; }
-
- private:
-  gk_status status_;
-};
-
-void check(gk_status status, const char* call) {
-  if (status != GK_OK) {
-    const std::string message = gk_last_error();
-    throw GkError(status, message.empty() ? std::string(call) + " failed" : message);
-  }
-}
-
-struct RuntimeDeleter {
-  void operator()(gk_runtime* rt) const { gk_runtime_destroy(rt); }
-};
-using RuntimePtr = std::unique_ptr<gk_runtime, RuntimeDeleter>;
 
 struct StringDeleter {
   void operator()(char* s) const { gk_string_free(s); }
@@ -183,9 +163,8 @@ std::string display_path(const std::string& path) {
 }
 
 void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) {
-  std::vector<std::string> header = {"NAME", "VERSION",  "FAMILY", "DEVICE",
-                                     "SM",   "PRIORITY", "STATUS", "REASON"};
-  if (paths) header.insert(header.end() - 1, "MANIFEST");
+  const std::vector<std::string> header = {"NAME", "VERSION",  "FAMILY", "DEVICE",
+                                           "SM",   "PRIORITY", "STATUS", "REASON"};
   // A reason that several plugins share (say, no CUDA device) is said once, under the table.
   std::map<std::string, int> reason_count;
   for (const auto& p : plugins) ++reason_count[str(p.reason)];
@@ -206,7 +185,6 @@ void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) 
                                     std::to_string(p.priority),
                                     p.loaded ? "loaded" : "skipped",
                                     reason_cell(str(p.reason))};
-    if (paths) row.insert(row.end() - 1, display_path(str(p.manifest_path)));
     t.add_row(row);
   }
   if (t.empty()) {
@@ -218,6 +196,14 @@ void print_plugin_table(const std::vector<gk_plugin_info>& plugins, bool paths) 
     Table note({"(" + std::to_string(i + 1) + ")", notes[i]});
     note.print(std::cout);
   }
+  if (!paths) return;
+  // Paths get a table of their own: beside the reasons they would leave no room.
+  std::cout << '\n';
+  Table manifests({"NAME", "MANIFEST"});
+  for (const auto& p : plugins) {
+    manifests.add_row({str(p.name), display_path(str(p.manifest_path))});
+  }
+  manifests.print(std::cout);
 }
 
 nlohmann::json plugins_json(const std::vector<gk_plugin_info>& plugins) {
@@ -1069,6 +1055,30 @@ int run(int argc, char** argv) {
                     "JSON: {path, format, tensors: [{name, dtype, shape, bytes, file, offset}], "
                     "metadata} (the metadata whole)");
 
+  GenerateOptions gen;
+  CLI::App* generate = app.add_subcommand(
+      "generate",
+      "Generates text with a decoder-only model (Llama, Mistral, Qwen2, Qwen3, SmolLM2, "
+      "GPT-2): the text on stdout as it comes, then load time and prefill/decode speed on "
+      "stderr");
+  generate->add_option("--model,-m", gen.model,
+                       "A .gguf file, or a folder with config.json, SafeTensors weights and "
+                       "tokenizer.json")
+      ->required();
+  generate->add_option("--prompt,-p", gen.prompt, "The prompt text")->required();
+  generate->add_option("--max-tokens,-n", gen.max_tokens, "The most tokens to generate (64)");
+  generate->add_option("--device,-d", gen.device, "An id, cpu, cuda or cuda:N (default: best)");
+  generate->add_option("--dtype,-t", gen.dtype, "f32, bf16 or f16 (f32)");
+  generate->add_option("--temperature", gen.temperature, "0 (the default) is greedy");
+  generate->add_option("--top-k", gen.top_k, "Keep the k most likely tokens (0: off)");
+  generate->add_option("--top-p", gen.top_p, "Keep the smallest set of this probability (1)");
+  generate->add_option("--min-p", gen.min_p, "Drop tokens below min_p x the top one's (0)");
+  generate->add_option("--repetition-penalty", gen.repetition_penalty, "HF's (1: off)");
+  generate->add_option("--seed", gen.seed, "The same seed gives the same text (0)");
+  generate->add_flag("--chat", gen.chat,
+                     "Send the prompt as a user turn of a ChatML conversation (SmolLM2, Qwen2 "
+                     "instruct models)");
+
   CLI11_PARSE(app, argc, argv);
 
   if (info->parsed()) return cmd_info(g, info_json);
@@ -1076,6 +1086,12 @@ int run(int argc, char** argv) {
   if (explain->parsed()) return cmd_explain(g, e);
   if (tasks->parsed()) return cmd_tasks(g, tasks_device, tasks_json);
   if (weights->parsed()) return cmd_weights(g, w);
+  if (generate->parsed()) {
+    RuntimePtr rt = open_runtime(g);
+    const int32_t device =
+        gen.device.empty() ? gk_device_default(rt.get()) : parse_device(rt.get(), gen.device);
+    return cmd_generate(rt.get(), device, gen);
+  }
   return 2;
 }
 

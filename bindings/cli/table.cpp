@@ -75,8 +75,8 @@ void Table::print(std::ostream& os, size_t max_width) const {
     --*widest;
   }
   const size_t last_start = last_start_now();
-  const size_t room =
-      max_width > last_start + kMinLastColumn ? max_width - last_start : kMinLastColumn;
+  // Past the width only when even the shortened columns leave the last one no room.
+  const size_t room = max_width > last_start + kMinWrapRoom ? max_width - last_start : kMinWrapRoom;
 
   auto emit = [&](const std::vector<std::string>& row) {
     std::string line;

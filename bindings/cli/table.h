@@ -27,6 +27,8 @@ class Table {
   // none below kMinShrunkColumn.
   static constexpr size_t kMinLastColumn = 24;
   static constexpr size_t kMinShrunkColumn = 12;
+  // The narrowest the last column wraps to when the others cannot shrink further.
+  static constexpr size_t kMinWrapRoom = 12;
 
  private:
   std::vector<std::string> header_;

@@ -3,6 +3,7 @@ a JSON object with named keys, explain's JSON carries the descriptors, and a bad
 lists the valid ones. Usage: check_cli.py PATH_TO_GPUKIT [WEIGHTS_FILE]"""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,19 @@ def main():
         listed = json_object(tool, "weights", weights)
         if not listed.get("tensors"):
             sys.exit("gpukit weights --json: no tensors listed")
+        # The model answers on stdout; the speeds are the last line on stderr.
+        answer = run(tool, "generate", "--model", weights, "--chat", "--max-tokens", "12",
+                     "--prompt", "What is the capital of France?")
+        if "Paris" not in answer.stdout:
+            sys.exit(f"gpukit generate: no 'Paris' in {answer.stdout!r}")
+        last = answer.stderr.strip().splitlines()[-1] if answer.stderr.strip() else ""
+        if not re.fullmatch(r"load [0-9.]+ s; prefill \d+ tokens in [0-9.]+ s \([0-9.]+ tok/s\); "
+                            r"decode \d+ tokens in [0-9.]+ s \([0-9.]+ tok/s\)", last):
+            sys.exit(f"gpukit generate: the last stderr line is {last!r}")
+    missing_model = run(tool, "generate", "--model", "/nonexistent.gguf", "--prompt", "hi",
+                        expect_rc=1)
+    if "/nonexistent.gguf" not in missing_model.stderr:
+        sys.exit(f"gpukit generate of a missing file: {missing_model.stderr!r}")
     print("cli: every check passed")
 
 
