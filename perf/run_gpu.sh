@@ -67,7 +67,7 @@ if [[ $STAGE == build || $STAGE == all ]]; then
   note "build: ok in $((SECONDS - t0)) s"
   $BUILD/bin/gpukit info > "$OUT/gpukit_info.txt" 2>&1; cat "$OUT/gpukit_info.txt"
   $BUILD/bin/matmul_demo > "$OUT/matmul_demo.txt" 2>&1; cat "$OUT/matmul_demo.txt"
-  $BUILD/bin/gpukit explain matmul --device 1 --dtype bf16 > "$OUT/explain_matmul.txt" 2>&1
+  $BUILD/bin/gpukit explain matmul --device 1 --shape bf16:4096x4096 --shape bf16:4096x4096 > "$OUT/explain_matmul.txt" 2>&1
   cat "$OUT/explain_matmul.txt"
 fi
 
