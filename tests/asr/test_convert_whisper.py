@@ -180,7 +180,8 @@ def test_values_are_the_ct2_bits(converted):
 
 def test_truncated_or_foreign_files_are_refused(tmp_path):
     src = _ct2_dir()
-    data = open(os.path.join(src, "model.bin"), "rb").read()
+    with open(os.path.join(src, "model.bin"), "rb") as f:
+        data = f.read()
     broken = tmp_path / "broken"
     broken.mkdir()
     for name in ("config.json", "tokenizer.json"):

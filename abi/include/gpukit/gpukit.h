@@ -39,7 +39,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 6
+#define GK_ABI_VERSION_MINOR 9
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
@@ -1202,5 +1202,8 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* Audio in (ABI 1.9): gk_audio_load, gk_audio_from_samples. */
+#include "gpukit_audio.h"
 
 #endif /* GPUKIT_GPUKIT_H_ */

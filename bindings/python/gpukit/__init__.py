@@ -20,6 +20,7 @@ from ._units import parse_memory
 from ._weights import Weights, load_weights
 from ._tokenizer import Detokenizer, Tokenizer
 from . import llm
+from . import asr
 from .errors import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -43,6 +44,6 @@ __all__ = [
     "plugins", "ops", "explain", "info", "library_version", "abi_version", "errors",
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing", "Weights", "load_weights",
-    "Tokenizer", "Detokenizer", "llm",
+    "Tokenizer", "Detokenizer", "llm", "asr",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

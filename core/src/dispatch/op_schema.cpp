@@ -7,6 +7,7 @@
 #include "common/dtype.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
+#include "dispatch/asr_ops.h"
 #include "dispatch/llm_ops.h"
 
 namespace gk {
@@ -426,6 +427,7 @@ OpRegistry::OpRegistry() {
   schemas_.push_back(norm("add_rmsnorm", {"x", "residual", "weight"}, 3, 2, true));
   schemas_.push_back(matmul());
   add_llm_op_schemas(schemas_);
+  add_asr_op_schemas(schemas_);
 }
 
 const OpRegistry& OpRegistry::instance() {
