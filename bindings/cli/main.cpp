@@ -274,6 +274,30 @@ int cmd_info(const GlobalOptions& g, bool json) {
   return 0;
 }
 
+// The JIT's disk cache (gpukit_jit.h): where, how full; --clear empties it. Needs no runtime.
+int cmd_cache(bool clear, bool json) {
+  int64_t removed = 0;
+  if (clear) check(gk_jit_cache_clear(&removed), "gk_jit_cache_clear");
+  gk_jit_cache_stats stats{};
+  stats.struct_size = sizeof(stats);
+  check(gk_jit_cache_stats_get(&stats), "gk_jit_cache_stats_get");
+  if (json) {
+    nlohmann::json j{{"dir", stats.dir},
+                     {"entries", stats.entries},
+                     {"bytes", stats.bytes},
+                     {"limit_bytes", stats.limit_bytes}};
+    if (clear) j["removed"] = removed;
+    std::cout << json_text(j, 2) << '\n';
+    return 0;
+  }
+  if (clear) std::cout << "Removed " << removed << " JIT cache entries\n";
+  const std::string used = stats.bytes ? bytes_string(uint64_t(stats.bytes)) : "0 B";
+  std::cout << "JIT cache " << stats.dir << "\n  " << stats.entries << " entries, " << used
+            << " of " << bytes_string(uint64_t(stats.limit_bytes))
+            << " (GPUKIT_CACHE_DIR, GPUKIT_CACHE_MAX_BYTES)\n";
+  return 0;
+}
+
 int cmd_plugins(const GlobalOptions& g, bool json) {
   RuntimePtr rt = open_runtime(g);
   const auto plugins = plugins_of(rt.get());
@@ -1079,6 +1103,13 @@ int run(int argc, char** argv) {
                      "Send the prompt as a user turn of a ChatML conversation (SmolLM2, Qwen2 "
                      "instruct models)");
 
+  bool cache_clear = false, cache_json = false;
+  CLI::App* cache = app.add_subcommand(
+      "cache",
+      "The disk cache of JIT-compiled kernels (NVRTC): folder, entries, size and limit");
+  cache->add_flag("--clear", cache_clear, "Remove every entry first");
+  cache->add_flag("--json", cache_json, "JSON: {dir, entries, bytes, limit_bytes[, removed]}");
+
   CLI11_PARSE(app, argc, argv);
 
   if (info->parsed()) return cmd_info(g, info_json);
@@ -1086,6 +1117,7 @@ int run(int argc, char** argv) {
   if (explain->parsed()) return cmd_explain(g, e);
   if (tasks->parsed()) return cmd_tasks(g, tasks_device, tasks_json);
   if (weights->parsed()) return cmd_weights(g, w);
+  if (cache->parsed()) return cmd_cache(cache_clear, cache_json);
   if (generate->parsed()) {
     RuntimePtr rt = open_runtime(g);
     const int32_t device =

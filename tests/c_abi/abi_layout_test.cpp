@@ -307,6 +307,57 @@ GK_PIN_SIZE(DLManagedTensorVersioned, 80);
 static_assert(kDLCPU == 1 && kDLCUDA == 2 && kDLCUDAHost == 3 && kDLCUDAManaged == 13);
 static_assert(kDLInt == 0 && kDLUInt == 1 && kDLFloat == 2 && kDLBfloat == 4 && kDLBool == 6);
 
+// ------------------------------------------------------------ gpukit_jit.h (ABI 1.8)
+GK_PIN(gk_jit_options, struct_size, 0);
+GK_PIN(gk_jit_options, options, 8);
+GK_PIN(gk_jit_options, num_options, 16);
+GK_PIN(gk_jit_options, include_paths, 24);
+GK_PIN(gk_jit_options, num_include_paths, 32);
+GK_PIN(gk_jit_options, name_expressions, 40);
+GK_PIN(gk_jit_options, num_name_expressions, 48);
+GK_PIN(gk_jit_options, sm_version, 52);
+GK_PIN(gk_jit_options, program_name, 56);
+GK_PIN(gk_jit_options, flags, 64);
+static_assert(GK_JIT_OPTIONS_SIZE == 68);
+GK_PIN(gk_jit_module_info, struct_size, 0);
+GK_PIN(gk_jit_module_info, device, 8);
+GK_PIN(gk_jit_module_info, sm_version, 12);
+GK_PIN(gk_jit_module_info, origin, 16);
+GK_PIN(gk_jit_module_info, loaded, 20);
+GK_PIN(gk_jit_module_info, nvrtc_version, 24);
+GK_PIN(gk_jit_module_info, key, 32);
+GK_PIN(gk_jit_module_info, cubin, 40);
+GK_PIN(gk_jit_module_info, cubin_size, 48);
+GK_PIN(gk_jit_module_info, ptx, 56);
+GK_PIN(gk_jit_module_info, ptx_size, 64);
+GK_PIN(gk_jit_module_info, log, 72);
+GK_PIN(gk_jit_module_info, cache_path, 80);
+static_assert(GK_JIT_MODULE_INFO_SIZE == 88);
+GK_PIN(gk_jit_arg, kind, 0);  // travels in arrays: frozen
+GK_PIN(gk_jit_arg, size, 4);
+GK_PIN(gk_jit_arg, value, 8);
+GK_PIN_SIZE(gk_jit_arg, 16);
+GK_PIN(gk_jit_launch_args, struct_size, 0);
+GK_PIN(gk_jit_launch_args, grid, 8);
+GK_PIN(gk_jit_launch_args, block, 20);
+GK_PIN(gk_jit_launch_args, shared_mem_bytes, 32);
+GK_PIN(gk_jit_launch_args, args, 40);
+GK_PIN(gk_jit_launch_args, num_args, 48);
+GK_PIN(gk_jit_launch_args, stream, 56);
+static_assert(GK_JIT_LAUNCH_ARGS_SIZE == 64);
+GK_PIN(gk_jit_cache_stats, struct_size, 0);
+GK_PIN(gk_jit_cache_stats, dir, 8);
+GK_PIN(gk_jit_cache_stats, entries, 16);
+GK_PIN(gk_jit_cache_stats, bytes, 24);
+GK_PIN(gk_jit_cache_stats, limit_bytes, 32);
+static_assert(GK_JIT_CACHE_STATS_SIZE == 40);
+static_assert(GK_JIT_NO_DISK_CACHE == 1 && GK_JIT_FORCE_COMPILE == 2);
+static_assert(GK_JIT_ORIGIN_COMPILED == 1 && GK_JIT_ORIGIN_DISK_CACHE == 2 &&
+              GK_JIT_ORIGIN_MEMORY == 3);
+static_assert(GK_JIT_ARG_TENSOR == 1 && GK_JIT_ARG_I32 == 2 && GK_JIT_ARG_I64 == 3 &&
+              GK_JIT_ARG_F32 == 4 && GK_JIT_ARG_F64 == 5 && GK_JIT_ARG_POINTER == 6 &&
+              GK_JIT_ARG_BYTES == 7 && GK_JIT_ARG_U32 == 8 && GK_JIT_ARG_U64 == 9);
+
 // ------------------------------------------------------------- values never renumbered
 static_assert(GK_ABI_VERSION_MAJOR == 1);
 static_assert(GK_PLUGIN_ABI_VERSION_MAJOR == 1);

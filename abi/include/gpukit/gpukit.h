@@ -1206,4 +1206,7 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
 /* Audio in (ABI 1.9): gk_audio_load, gk_audio_from_samples. */
 #include "gpukit_audio.h"
 
+/* Custom GPU kernels compiled at run time by NVRTC (ABI 1.8): gk_jit_*. */
+#include "gpukit_jit.h"
+
 #endif /* GPUKIT_GPUKIT_H_ */

@@ -289,26 +289,6 @@ void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_str
 }
 
 }  // namespace
-// An op on a scheduler task's stream: checked and paced before, charged to the task
-// (outputs and plugin scratch) during, recorded as in flight after.
-class TaskLaunch {
- public:
-  TaskLaunch(Runtime& runtime, gk_stream& stream)
-      : runtime_(runtime),
-        stream_(stream),
-        charge_(stream.task ? stream.task->owner : nullptr) {
-    if (stream.task) runtime.scheduler().before_launch(*stream.task);
-  }
-  void launched() {
-    if (stream_.task) runtime_.scheduler().after_launch(*stream_.task, stream_.native);
-  }
-
- private:
-  Runtime& runtime_;
-  gk_stream& stream_;
-  ChargeScope charge_;
-};
-
 void call_op(Runtime& rt, const char* name, const gk_op_args* args) {
   gk::require_arg(name, "gk_op_call", "name");
   gk::require_counts(args, "gk_op_call");

@@ -4,10 +4,33 @@
 
 #include "gpukit/gpukit.h"
 #include "gpukit/gpukit_plugin.h"
+#include "memory/charge_scope.h"
+#include "runtime/objects.h"
 
 namespace gk {
 
 class Runtime;
+
+// A launch on a scheduler task's stream (an op's, a JIT kernel's): checked and paced
+// before, charged to the task (outputs and plugin scratch) during, recorded as in flight
+// after.
+class TaskLaunch {
+ public:
+  TaskLaunch(Runtime& runtime, gk_stream& stream)
+      : runtime_(runtime),
+        stream_(stream),
+        charge_(stream.task ? stream.task->owner : nullptr) {
+    if (stream.task) runtime.scheduler().before_launch(*stream.task);
+  }
+  void launched() {
+    if (stream_.task) runtime_.scheduler().after_launch(*stream_.task, stream_.native);
+  }
+
+ private:
+  Runtime& runtime_;
+  gk_stream& stream_;
+  ChargeScope charge_;
+};
 
 // gk_op_call's body: checks, dispatches and launches; throws gk::Error on failure.
 void call_op(Runtime& runtime, const char* name, const gk_op_args* args);

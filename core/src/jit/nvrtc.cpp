@@ -1,0 +1,199 @@
+#include "jit/nvrtc.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "common/environment.h"
+#include "common/error.h"
+
+namespace gk::jit {
+
+std::atomic<int64_t> Nvrtc::compile_count_{0};
+
+const Nvrtc* Nvrtc::get(std::string* why) {
+  static std::once_flag once;
+  static Nvrtc* nvrtc = nullptr;
+  static std::string failure;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    if (auto chosen = env_value("GPUKIT_NVRTC_LIBRARY")) {
+      names.push_back(*chosen);
+    } else {
+      names = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    }
+    void* handle = nullptr;
+    std::string tried;
+    for (const std::string& name : names) {
+      handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle) break;
+      const char* err = dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(err ? err : name.c_str());
+    }
+    if (!handle) {
+      failure = "NVRTC is not installed (" + tried +
+                "): install the CUDA toolkit's NVRTC (e.g. the cuda-nvrtc package) or put "
+                "libnvrtc.so on the library path";
+      return;
+    }
+    auto* n = new Nvrtc();
+    n->handle_ = handle;
+    NvrtcApi& a = n->api_;
+    struct Symbol {
+      const char* name;
+      void** slot;
+    };
+    const Symbol symbols[] = {
+        {"nvrtcVersion", reinterpret_cast<void**>(&a.nvrtcVersion)},
+        {"nvrtcGetErrorString", reinterpret_cast<void**>(&a.nvrtcGetErrorString)},
+        {"nvrtcCreateProgram", reinterpret_cast<void**>(&a.nvrtcCreateProgram)},
+        {"nvrtcDestroyProgram", reinterpret_cast<void**>(&a.nvrtcDestroyProgram)},
+        {"nvrtcAddNameExpression", reinterpret_cast<void**>(&a.nvrtcAddNameExpression)},
+        {"nvrtcCompileProgram", reinterpret_cast<void**>(&a.nvrtcCompileProgram)},
+        {"nvrtcGetProgramLogSize", reinterpret_cast<void**>(&a.nvrtcGetProgramLogSize)},
+        {"nvrtcGetProgramLog", reinterpret_cast<void**>(&a.nvrtcGetProgramLog)},
+        {"nvrtcGetPTXSize", reinterpret_cast<void**>(&a.nvrtcGetPTXSize)},
+        {"nvrtcGetPTX", reinterpret_cast<void**>(&a.nvrtcGetPTX)},
+        {"nvrtcGetCUBINSize", reinterpret_cast<void**>(&a.nvrtcGetCUBINSize)},
+        {"nvrtcGetCUBIN", reinterpret_cast<void**>(&a.nvrtcGetCUBIN)},
+        {"nvrtcGetLoweredName", reinterpret_cast<void**>(&a.nvrtcGetLoweredName)},
+        {"nvrtcGetNumSupportedArchs", reinterpret_cast<void**>(&a.nvrtcGetNumSupportedArchs)},
+        {"nvrtcGetSupportedArchs", reinterpret_cast<void**>(&a.nvrtcGetSupportedArchs)},
+    };
+    for (const Symbol& s : symbols) {
+      *s.slot = dlsym(handle, s.name);
+      if (!*s.slot) {
+        failure = std::string("the NVRTC library lacks ") + s.name +
+                  " (GPUkit needs NVRTC from CUDA 12 or newer)";
+        dlclose(handle);
+        delete n;
+        return;
+      }
+    }
+    int major = 0, minor = 0;
+    if (a.nvrtcVersion(&major, &minor) != 0) {
+      failure = "NVRTC did not report its version (nvrtcVersion failed)";
+      delete n;
+      return;
+    }
+    n->version_ = major * 1000 + minor * 10;
+    int count = 0;
+    if (a.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
+      n->supported_sms_.resize(size_t(count));
+      if (a.nvrtcGetSupportedArchs(n->supported_sms_.data()) != 0) n->supported_sms_.clear();
+    }
+    nvrtc = n;
+  });
+  if (!nvrtc && why) *why = failure;
+  return nvrtc;
+}
+
+std::string Nvrtc::error_text(NvrtcResult result) const {
+  const char* text = api_.nvrtcGetErrorString ? api_.nvrtcGetErrorString(result) : nullptr;
+  return text ? std::string(text) : "NVRTC error " + std::to_string(result);
+}
+
+CompileOutput Nvrtc::compile(const std::string& source, const std::string& program_name,
+                             const std::vector<std::string>& options,
+                             const std::vector<std::string>& name_expressions) const {
+  NvrtcProgram program = nullptr;
+  NvrtcResult r =
+      api_.nvrtcCreateProgram(&program, source.c_str(), program_name.c_str(), 0, nullptr, nullptr);
+  if (r != 0) fail(GK_INTERNAL, "nvrtcCreateProgram failed: " + error_text(r));
+  struct Destroy {
+    const NvrtcApi& api;
+    NvrtcProgram& program;
+    ~Destroy() { api.nvrtcDestroyProgram(&program); }
+  } destroy{api_, program};
+  for (const std::string& e : name_expressions) {
+    r = api_.nvrtcAddNameExpression(program, e.c_str());
+    if (r != 0) {
+      fail(GK_INVALID_ARGUMENT, "name expression '" + e + "' refused by NVRTC: " + error_text(r));
+    }
+  }
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  compile_count_.fetch_add(1);
+  r = api_.nvrtcCompileProgram(program, int(argv.size()), argv.data());
+  CompileOutput out;
+  size_t size = 0;
+  if (api_.nvrtcGetProgramLogSize(program, &size) == 0 && size > 1) {
+    out.log.resize(size);
+    api_.nvrtcGetProgramLog(program, out.log.data());
+    out.log.resize(size - 1);
+  }
+  if (r != 0) {
+    std::string options_text;
+    for (const std::string& o : options) options_text += " " + o;
+    fail(GK_INVALID_ARGUMENT, program_name + " did not compile (" + error_text(r) +
+                                  ", options:" + options_text + "):\n" +
+                                  quote_source_lines(out.log, source, program_name));
+  }
+  if (api_.nvrtcGetCUBINSize(program, &size) == 0 && size > 0) {
+    out.cubin.resize(size);
+    api_.nvrtcGetCUBIN(program, out.cubin.data());
+  }
+  if (out.cubin.empty()) fail(GK_INTERNAL, program_name + ": NVRTC produced no cubin");
+  if (api_.nvrtcGetPTXSize(program, &size) == 0 && size > 1) {
+    out.ptx.resize(size);
+    api_.nvrtcGetPTX(program, out.ptx.data());
+    out.ptx.resize(size - 1);
+  }
+  for (const std::string& e : name_expressions) {
+    const char* lowered = nullptr;
+    r = api_.nvrtcGetLoweredName(program, e.c_str(), &lowered);
+    if (r != 0 || !lowered) {
+      fail(GK_INVALID_ARGUMENT, program_name + ": name expression '" + e +
+                                    "' names no kernel of the source (" + error_text(r) + ")");
+    }
+    out.lowered_names.emplace_back(lowered);
+  }
+  return out;
+}
+
+std::string quote_source_lines(const std::string& log, const std::string& source,
+                               const std::string& program_name) {
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(source);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  // NVRTC writes "name(line): error: text".
+  std::set<size_t> error_lines;
+  {
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const std::string head = program_name + "(";
+      if (line.compare(0, head.size(), head) != 0) continue;
+      size_t close = line.find(')', head.size());
+      if (close == std::string::npos) continue;
+      if (line.find("error", close) == std::string::npos) continue;
+      try {
+        size_t n = std::stoul(line.substr(head.size(), close - head.size()));
+        if (n >= 1 && n <= lines.size()) error_lines.insert(n);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  std::string out = log;
+  if (error_lines.empty()) return out;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += "source lines:\n";
+  size_t last_printed = 0;
+  for (size_t n : error_lines) {
+    const size_t from = std::max<size_t>(1, n - 1), to = std::min(lines.size(), n + 1);
+    if (last_printed && from > last_printed + 1) out += "   ...\n";
+    for (size_t k = std::max(from, last_printed + 1); k <= to; ++k) {
+      std::string number = std::to_string(k);
+      out += (k == n ? "> " : "  ") + std::string(number.size() < 5 ? 5 - number.size() : 0, ' ') +
+             number + " | " + lines[k - 1] + "\n";
+      last_printed = k;
+    }
+  }
+  return out;
+}
+
+}  // namespace gk::jit
