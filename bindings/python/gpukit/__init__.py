@@ -19,6 +19,8 @@ from ._scheduler import Task, scheduler_info, set_pacing, task
 from ._units import parse_memory
 from ._weights import Weights, load_weights
 from ._tokenizer import Detokenizer, Tokenizer
+from . import jit
+from .jit import ElementwiseKernel, RawKernel, RawModule
 from . import llm
 from . import asr
 from .errors import *  # noqa: F401,F403
@@ -45,5 +47,6 @@ __all__ = [
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing", "Weights", "load_weights",
     "Tokenizer", "Detokenizer", "llm", "asr",
+    "RawKernel", "RawModule", "ElementwiseKernel", "jit",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

@@ -1,0 +1,186 @@
+"""gpukit.RawModule / RawKernel / ElementwiseKernel (NVRTC, C ABI 1.8). Compiling and the
+caches run anywhere NVRTC is installed (compiling for an explicit SM needs no GPU); launches
+skip without a CUDA device, and the peer checks without PyTorch or CuPy."""
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+import gpukit
+from gpukit import jit
+
+SCALE = r'''
+extern "C" __global__ void scale(float* x, float factor, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+'''
+
+
+def _nvrtc_missing():
+    """Why NVRTC cannot compile here, or "" when it can."""
+    try:
+        gpukit.RawModule(SCALE, device="cpu", sm_version=80, disk_cache=False)
+    except gpukit.Unavailable as e:
+        return str(e)
+    return ""
+
+
+def _cuda_device():
+    for d in gpukit.devices():
+        if d.is_cuda:
+            return d
+    return None
+
+
+CUDA = _cuda_device()
+NVRTC_MISSING = _nvrtc_missing()
+needs_nvrtc = pytest.mark.skipif(bool(NVRTC_MISSING), reason=f"no NVRTC: {NVRTC_MISSING}")
+needs_cuda = pytest.mark.skipif(CUDA is None, reason="no CUDA device visible to GPUkit (no "
+                                "driver, no GPU, or GPUKIT_DEVICE=cpu): launches need one")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUKIT_CACHE_DIR", str(tmp_path / "jit"))
+    return tmp_path / "jit"
+
+
+def _unique(source):
+    return source + f"// {uuid.uuid4()}\n"
+
+
+@needs_nvrtc
+def test_raw_module_compiles_for_an_sm_without_a_gpu_and_caches_on_disk(cache_dir):
+    src = _unique(SCALE)
+    m = gpukit.RawModule(src, ("-std=c++17",), device="cpu", sm_version=80)
+    assert m.origin == "compiled" and m.sm_version == 80 and not m.loaded
+    assert m.cubin[:4] == b"\x7fELF" and ".target sm_80" in m.ptx
+    assert os.path.isfile(m.cache_path) and os.path.dirname(m.cache_path) == str(cache_dir)
+    again = gpukit.RawModule(src, ("-std=c++17",), device="cpu", sm_version=80)
+    assert again.origin == "memory" and again.key == m.key
+    info = jit.cache_info()
+    assert info["dir"] == str(cache_dir) and info["entries"] == 1 and info["bytes"] > 0
+    assert jit.clear_cache() == 1 and jit.cache_info()["entries"] == 0
+
+
+@needs_nvrtc
+def test_name_expressions_give_lowered_names(cache_dir):
+    src = "template <typename T> __global__ void fill(T* x, T v) { x[threadIdx.x] = v; }\n"
+    m = gpukit.RawModule(src, name_expressions=("fill<float>", "fill<int>"), device="cpu",
+                         sm_version=90)
+    assert m.lowered_name("fill<float>") == "_Z4fillIfEvPT_S0_"
+    assert m.lowered_name("fill<int>") == "_Z4fillIiEvPT_S0_"
+    with pytest.raises(gpukit.NotFound, match="fill<float>"):
+        m.lowered_name("fill<double>")
+
+
+@needs_nvrtc
+def test_a_compile_error_quotes_the_source_line(cache_dir):
+    src = "extern \"C\" __global__ void k(float* x) {\n  x[0] = nope;\n}\n"
+    with pytest.raises(gpukit.InvalidArgument) as e:
+        gpukit.RawModule(src, device="cpu", sm_version=80)
+    assert "gpukit_jit.cu(2): error" in str(e.value)
+    assert ">     2 |   x[0] = nope;" in str(e.value)
+
+
+@needs_nvrtc
+def test_the_cpu_device_cannot_launch(cache_dir):
+    with pytest.raises(gpukit.Unavailable, match="cpu runs no JIT kernels"):
+        gpukit.RawModule(SCALE, device="cpu")
+    m = gpukit.RawModule(SCALE, device="cpu", sm_version=80)
+    with pytest.raises(gpukit.Unavailable, match="not loaded on cpu"):
+        m.get_function("scale")
+    cpu_array = gpukit.zeros(4, device="cpu")
+    k = gpukit.RawKernel(SCALE, "scale")
+    with pytest.raises(gpukit.Unavailable):
+        k((1,), (4,), (cpu_array, np.float32(2), np.int32(4)))
+
+
+def test_bad_arguments_are_refused_before_compiling():
+    with pytest.raises(ValueError, match="grid must be 1 to 3 extents"):
+        jit._dims((0,), "grid")
+    with pytest.raises(ValueError, match="not 'type name'"):
+        gpukit.ElementwiseKernel("float32", "float32 z", "z = 1", "k")
+    with pytest.raises(ValueError, match="neither a dtype"):
+        gpukit.ElementwiseKernel("floaty x", "float32 z", "z = x", "k")
+    with pytest.raises(ValueError, match="names no output"):
+        gpukit.ElementwiseKernel("T x", "", "x", "k")
+    with pytest.raises(ValueError, match="do not broadcast"):
+        jit._broadcast_shape([(3, 4), (5,)])
+    assert jit._broadcast_shape([(3, 1), (4,), ()]) == (3, 4)
+
+
+@needs_nvrtc
+def test_elementwise_source_for_broadcast_operands_indexes_by_strides():
+    k = gpukit.ElementwiseKernel("T x, T y, float32 a", "T z", "z = a * x + y", "axpy_t")
+    src = k._source({"T": 1, "float32": 1}, ["array", "array", "scalar", "array"], 2, False)
+    assert "typedef float T;" in src and "axpy_t_index index" in src
+    assert "float a" in src and "T& z" not in src  # T is spelled out as float
+    # The generated source compiles (for sm_80, no GPU needed).
+    gpukit.RawModule(src, device="cpu", sm_version=80, disk_cache=False)
+    index = np.frombuffer(k._index_bytes((3, 4), [gpukit.zeros((3, 1)), gpukit.zeros(4),
+                                                  gpukit.zeros((3, 4))]), dtype=np.int64)
+    # shape (3, 4); x [3,1] broadcast along axis 1, y [4] along axis 0, z contiguous.
+    assert index.tolist() == [3, 4, 1, 0, 0, 1, 4, 1]
+
+
+@needs_cuda
+def test_raw_kernel_on_gpuarrays_and_streams():
+    k = gpukit.RawKernel(SCALE, "scale")
+    x = gpukit.asarray(np.arange(1000, dtype=np.float32), device=CUDA)
+    k(((1000 + 255) // 256,), (256,), (x, np.float32(3), 1000))
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(1000, dtype=np.float32) * 3)
+    s = gpukit.Stream(CUDA)
+    k((4,), (256,), (x, 0.5, 1000), stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(1000, dtype=np.float32) * 1.5)
+    with pytest.raises(gpukit.InvalidArgument, match="takes 3 parameters"):
+        k((1,), (1,), (x,))
+
+
+@needs_cuda
+def test_raw_module_templates_on_torch_and_cupy():
+    src = r'''
+template <typename T, int K> __global__ void times(const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * T(K);
+}'''
+    m = gpukit.RawModule(src, ("-std=c++17",), ("times<float, 3>", "times<double, 4>"),
+                         device=CUDA)
+    f32, f64 = m.get_function("times<float, 3>"), m.get_function("times<double, 4>")
+    torch = pytest.importorskip("torch", reason="PyTorch not installed")
+    x = torch.arange(100, dtype=torch.float32, device=f"cuda:{CUDA.ordinal}")
+    y = torch.empty_like(x)
+    torch.cuda.synchronize()
+    f32((1,), (128,), (x, y, 100))
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 3)
+    cp = pytest.importorskip("cupy", reason="CuPy not installed")
+    with cp.cuda.Device(CUDA.ordinal):
+        a = cp.arange(50, dtype=cp.float64)
+        b = cp.empty_like(a)
+        f64((1,), (64,), (a, b, 50))
+        cp.cuda.runtime.deviceSynchronize()
+        assert bool((b == a * 4).all())
+
+
+@needs_cuda
+def test_elementwise_kernel_broadcasts_and_follows_dtypes():
+    k = gpukit.ElementwiseKernel("T x, T y", "T z", "z = x * y + T(1)", "mul_add1")
+    x = gpukit.asarray(np.arange(12, dtype=np.float32).reshape(3, 4), device=CUDA)
+    y = gpukit.asarray(np.array([1, 2, 3, 4], dtype=np.float32), device=CUDA)
+    z = k(x, y)
+    np.testing.assert_array_equal(z.to_numpy(), x.to_numpy() * y.to_numpy() + 1)
+    xd = gpukit.asarray(np.arange(6, dtype=np.float64).reshape(2, 3)[:, ::-1].copy(), device=CUDA)
+    zd = k(xd, xd)
+    np.testing.assert_array_equal(zd.to_numpy(), xd.to_numpy() ** 2 + 1)
+    assert zd.dtype == np.float64
+    # Strided (transposed) inputs and a given output.
+    out = gpukit.empty((4, 3), device=CUDA)
+    k(x.T, x.T, out)
+    np.testing.assert_array_equal(out.to_numpy(), x.to_numpy().T ** 2 + 1)
+    torch = pytest.importorskip("torch", reason="PyTorch not installed")
+    t = torch.ones(5, device=f"cuda:{CUDA.ordinal}")
+    np.testing.assert_array_equal(k(t, t).to_numpy(), np.full(5, 2, np.float32))
