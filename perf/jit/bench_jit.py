@@ -1,0 +1,209 @@
+"""GPUkit's JIT kernels beside CuPy's, in one process on one GPU (docs/jit.md, "Benchmark").
+
+  python perf/jit/bench_jit.py [--iters 2000] [--json out.json]
+
+Three measurements, each the median of repeated runs after warm-up:
+  1. launch overhead of a cached kernel: host time per call of
+     gpukit.RawKernel(...)(grid, block, args) and cupy.RawKernel(...)(grid, block, args)
+     with the same tiny kernel and the same CuPy arrays (GPUkit takes them zero copy), and the
+     device time of the same calls measured with CUDA events (both libraries' launches on
+     the legacy default stream);
+  2. first use with a warm disk cache: a fresh child process (per library and per run) that
+     imports the library, compiles the kernel (served from the disk cache filled beforehand)
+     and launches it once, timed inside the child from before the RawKernel is created to
+     after the first launch has finished;
+  3. the fused kernel of docs/jit.md (y = relu(a * x + b) in one kernel) against the two
+     library calls it replaces in CuPy (cupy.multiply/add + cupy.maximum), timed with events.
+
+Needs a CUDA device, CuPy and NVRTC. Prints a table; --json writes the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+KERNEL = r'''
+extern "C" __global__ void bench_axpy(const float* x, float* y, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+'''
+
+FUSED = r'''
+extern "C" __global__ void fused_affine_relu(const float* x, float* y, float a, float b, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float v = a * x[i] + b;
+    y[i] = v > 0.f ? v : 0.f;
+  }
+}
+'''
+
+# The child of measurement 2: prints the seconds from creating the kernel object to the end
+# of its first launch (the import is not counted: both libraries import once per process).
+CHILD = r'''
+import sys, time
+lib = sys.argv[1]
+if lib == "gpukit":
+    import gpukit, numpy as np
+    dev = [d for d in gpukit.devices() if d.is_cuda][0]
+    x = gpukit.asarray(np.ones(1024, np.float32), device=dev)
+    y = gpukit.asarray(np.ones(1024, np.float32), device=dev)
+    src = open(sys.argv[2]).read()
+    t0 = time.perf_counter()
+    k = gpukit.RawKernel(src, "bench_axpy")
+    k((4,), (256,), (x, y, np.float32(2), np.int32(1024)))
+    y.to_numpy()
+else:
+    import cupy as cp, numpy as np
+    x = cp.ones(1024, cp.float32); y = cp.ones(1024, cp.float32)
+    cp.cuda.runtime.deviceSynchronize()
+    src = open(sys.argv[2]).read()
+    t0 = time.perf_counter()
+    k = cp.RawKernel(src, "bench_axpy")
+    k((4,), (256,), (x, y, np.float32(2), np.int32(1024)))
+    cp.cuda.runtime.deviceSynchronize()
+print(time.perf_counter() - t0)
+'''
+
+
+def median_us(samples):
+    return statistics.median(samples) * 1e6
+
+
+def host_launch_us(launch, iters, sync):
+    for _ in range(200):
+        launch()
+    sync()
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            launch()
+        t1 = time.perf_counter()
+        sync()
+        samples.append((t1 - t0) / iters)
+    return median_us(samples)
+
+
+def event_us(cp, launch, iters):
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(50):
+        launch()
+    samples = []
+    for _ in range(7):
+        start.record()
+        for _ in range(iters):
+            launch()
+        end.record()
+        end.synchronize()
+        samples.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / iters)
+    return median_us(samples)
+
+
+def first_use_s(lib, source_file, runs):
+    samples = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", CHILD, lib, source_file], check=True,
+                             capture_output=True, text=True, env=os.environ.copy())
+        samples.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(samples)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--first-use-runs", type=int, default=5)
+    p.add_argument("--json", help="write the numbers here")
+    args = p.parse_args()
+
+    import cupy as cp
+    import numpy as np
+
+    import gpukit
+
+    dev = next((d for d in gpukit.devices() if d.is_cuda), None)
+    if dev is None:
+        sys.exit("bench_jit: no CUDA device visible to GPUkit")
+    cp.cuda.Device(dev.ordinal).use()
+    results = {"device": dev.props["name"], "nvrtc": dev.props["nvrtc_version"]}
+
+    # 1. launch overhead of a cached kernel, same CuPy arrays for both.
+    n = 1024
+    x, y = cp.ones(n, cp.float32), cp.ones(n, cp.float32)
+    gk_kernel = gpukit.RawKernel(KERNEL, "bench_axpy")
+    cp_kernel = cp.RawKernel(KERNEL, "bench_axpy")
+    a, nn = np.float32(1.0), np.int32(n)
+    gk_launch = lambda: gk_kernel((4,), (256,), (x, y, a, nn))  # noqa: E731
+    cp_launch = lambda: cp_kernel((4,), (256,), (x, y, a, nn))  # noqa: E731
+    sync = cp.cuda.runtime.deviceSynchronize
+    gx, gy = gpukit.from_dlpack(x), gpukit.from_dlpack(y)
+    gk_native = lambda: gk_kernel((4,), (256,), (gx, gy, a, nn))  # noqa: E731
+    results["launch_host_us"] = {"gpukit_cupy_arrays": host_launch_us(gk_launch, args.iters, sync),
+                                 "gpukit_gpuarrays": host_launch_us(gk_native, args.iters, sync),
+                                 "cupy": host_launch_us(cp_launch, args.iters, sync)}
+    results["launch_device_us"] = {"gpukit": event_us(cp, gk_launch, args.iters),
+                                   "cupy": event_us(cp, cp_launch, args.iters)}
+    # Same results from both.
+    x2, y_gk, y_cp = cp.arange(n, dtype=cp.float32), cp.zeros(n, cp.float32), cp.zeros(n, cp.float32)
+    gk_kernel((4,), (256,), (x2, y_gk, np.float32(3), nn))
+    cp_kernel((4,), (256,), (x2, y_cp, np.float32(3), nn))
+    sync()
+    results["launch_max_abs_diff"] = float(cp.abs(y_gk - y_cp).max())
+
+    # 2. first use with a warm disk cache (each library's own cache, filled once first).
+    with tempfile.TemporaryDirectory() as tmp:
+        source_file = os.path.join(tmp, "bench_axpy.cu")
+        with open(source_file, "w") as f:
+            f.write(KERNEL + "// first-use\n")
+        os.environ["GPUKIT_CACHE_DIR"] = os.path.join(tmp, "gpukit-cache")
+        os.environ["CUPY_CACHE_DIR"] = os.path.join(tmp, "cupy-cache")
+        first_use_s("gpukit", source_file, 1)  # fill the caches
+        first_use_s("cupy", source_file, 1)
+        results["first_use_warm_disk_ms"] = {
+            "gpukit": first_use_s("gpukit", source_file, args.first_use_runs) * 1e3,
+            "cupy": first_use_s("cupy", source_file, args.first_use_runs) * 1e3}
+
+    # 3. the fused kernel against two library calls.
+    n = 1 << 24
+    xs, ys = cp.random.standard_normal(n, dtype=cp.float32), cp.empty(n, cp.float32)
+    fused = gpukit.RawKernel(FUSED, "fused_affine_relu")
+    blocks = min((n + 255) // 256, dev.props["sm_count"] * 32)
+    fused_launch = lambda: fused((blocks,), (256,), (xs, ys, np.float32(2), np.float32(-0.5),  # noqa: E731
+                                                     np.int64(n)))
+    two_calls = lambda: cp.maximum(xs * np.float32(2) + np.float32(-0.5), 0)  # noqa: E731
+    results["fused_us"] = {"gpukit_fused": event_us(cp, fused_launch, 50),
+                           "cupy_two_calls": event_us(cp, two_calls, 50)}
+    fused_launch()
+    sync()
+    results["fused_max_abs_diff"] = float(cp.abs(ys - two_calls()).max())
+
+    print(f"device: {results['device']} (NVRTC {results['nvrtc']})")
+    print(f"{'measurement':44} {'gpukit':>12} {'cupy':>12} {'ratio':>7}")
+    rows = [("launch, host us/call (CuPy arrays)", results["launch_host_us"]["gpukit_cupy_arrays"],
+             results["launch_host_us"]["cupy"]),
+            ("launch, host us/call (GPUArrays)", results["launch_host_us"]["gpukit_gpuarrays"],
+             results["launch_host_us"]["cupy"]),
+            ("launch, device us/call (events)", results["launch_device_us"]["gpukit"],
+             results["launch_device_us"]["cupy"]),
+            ("first use, warm disk cache, ms", results["first_use_warm_disk_ms"]["gpukit"],
+             results["first_use_warm_disk_ms"]["cupy"]),
+            ("relu(2x-0.5) 16M f32, us (fused vs 2 calls)", results["fused_us"]["gpukit_fused"],
+             results["fused_us"]["cupy_two_calls"])]
+    for name, g, c in rows:
+        print(f"{name:44} {g:12.2f} {c:12.2f} {g / c:7.2f}")
+    print(f"max |diff|: launch {results['launch_max_abs_diff']}, "
+          f"fused {results['fused_max_abs_diff']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
