@@ -2,6 +2,11 @@
 // Pre-norm decoder: x += attn(rmsnorm(x)); x += mlp(rmsnorm(x)); logits = head(rmsnorm(x)).
 // Activations are f32 whatever the weights' dtype; each matmul reads them cast to it.
 // tests/llm/reference_forward.py (LlamaFamily) is the specification.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "runner.h"
 #include "tensor_names.h"
 
@@ -42,6 +47,107 @@ void read_rope(const nlohmann::json& config, Config& c) {
   }
 }
 
+// The values of a GGUF's rope_freqs.weight, which the host adds to the metadata under this
+// key (a plugin cannot read device memory).
+constexpr const char* kRopeFreqsKey = "gpukit.rope_freqs";
+
+// llama.cpp's converter stores Llama 3's rope scaling as the tensor rope_freqs.weight: for
+// each frequency i, the divisor of inv_freq[i] (1 where HF keeps the frequency, `factor`
+// where it divides it, 1 / ((1 - s) / factor + s) in the band between, s linear in
+// 1 / wavelength). The rope op takes llama3 attributes, and those depend on
+// original_max_position, low and high only through s = original_max / (high - low) /
+// wavelength - low / (high - low): original_max = A, low = B, high = B + 1 give s = A / λ - B.
+// So find the factor and a line s = A x - B (x = 1 / λ) that reproduce every divisor, and
+// refuse divisors no such line gives.
+void rope_from_factors(const nlohmann::json& values, Config& c) {
+  const int64_t half = c.head_dim / 2;
+  if (!values.is_array() || int64_t(values.size()) != half) {
+    fail(GK_INVALID_ARGUMENT, "GGUF: rope_freqs.weight has " +
+                                  std::to_string(values.is_array() ? values.size() : 0) +
+                                  " values; expected head_dim / 2 = " + std::to_string(half));
+  }
+  std::vector<double> divisor(static_cast<size_t>(half)), x(static_cast<size_t>(half));
+  double factor = 0;
+  for (int64_t i = 0; i < half; ++i) {
+    const double d = values[size_t(i)].is_number() ? values[size_t(i)].get<double>() : -1.0;
+    if (!(d > 0) || !std::isfinite(d)) {
+      fail(GK_INVALID_ARGUMENT, "GGUF: rope_freqs.weight[" + std::to_string(i) +
+                                    "] is not a finite positive divisor");
+    }
+    divisor[size_t(i)] = d;
+    factor = std::max(factor, d);
+    const double inv_freq = std::pow(c.rope_theta, -2.0 * double(i) / double(c.head_dim));
+    x[size_t(i)] = inv_freq / (2 * M_PI);
+  }
+  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(a, b); };
+  if (std::all_of(divisor.begin(), divisor.end(), [&](double d) { return same(d, 1.0); })) {
+    return;  // no scaling
+  }
+  if (std::all_of(divisor.begin(), divisor.end(), [&](double d) { return same(d, factor); })) {
+    c.rope_scaling = "linear";
+    c.rope_factor = factor;
+    return;
+  }
+  // x falls with i (longer wavelengths): kept frequencies come first, divided ones last.
+  double kept_x = -1, divided_x = -1;  // the kept x nearest the band, the divided x nearest
+  std::vector<std::pair<double, double>> band;  // (x, s)
+  for (int64_t i = 0; i < half; ++i) {
+    const double d = divisor[size_t(i)], xi = x[size_t(i)];
+    if (same(d, 1.0)) {
+      kept_x = kept_x < 0 ? xi : std::min(kept_x, xi);
+    } else if (same(d, factor)) {
+      divided_x = std::max(divided_x, xi);
+    } else {
+      band.emplace_back(xi, (1.0 / d - 1.0 / factor) / (1.0 - 1.0 / factor));
+    }
+  }
+  double a = 0, b = 0;
+  if (band.size() >= 2) {  // least squares through the band's points
+    double sx = 0, ss = 0, sxx = 0, sxs = 0;
+    for (auto [xi, si] : band) {
+      sx += xi;
+      ss += si;
+      sxx += xi * xi;
+      sxs += xi * si;
+    }
+    const double n = double(band.size());
+    a = (n * sxs - sx * ss) / (n * sxx - sx * sx);
+    b = (a * sx - ss) / n;
+  } else if (band.size() == 1) {
+    // One point: any slope steep enough that the kept x lies above s = 1, the divided x
+    // below s = 0 and s = 0 at a positive x (low > 0) gives the same divisors.
+    const auto [xm, sm] = band[0];
+    double slope = sm > 0 ? sm / xm : 1.0 / xm;
+    if (kept_x > 0) slope = std::max(slope, (1.0 - sm) / (kept_x - xm));
+    if (divided_x > 0) slope = std::max(slope, sm / (xm - divided_x));
+    a = 2 * slope;
+    b = a * xm - sm;
+  } else {
+    // Kept and divided with no band between: s runs from 0 to 1 between the two.
+    a = 2.0 / (kept_x - divided_x);
+    b = a * divided_x + 0.5;
+  }
+  const bool usable = std::isfinite(a) && std::isfinite(b) && a > 0 && b > 0;
+  for (int64_t i = 0; usable && i < half; ++i) {
+    const double s = a * x[size_t(i)] - b;
+    const double scale = s > 1 ? 1.0 : s < 0 ? 1.0 / factor : (1 - s) / factor + s;
+    if (!same(1.0 / scale, divisor[size_t(i)])) {
+      a = -1;
+      break;
+    }
+  }
+  if (!usable || a <= 0) {
+    fail(GK_UNIMPLEMENTED,
+         "GGUF: rope_freqs.weight does not follow Llama 3's frequency scaling (kept, "
+         "smoothed, divided by one factor), the only one supported");
+  }
+  c.rope_scaling = "llama3";
+  c.rope_factor = factor;
+  c.rope_original_max = a;
+  c.rope_low = b;
+  c.rope_high = b + 1;
+}
+
 // GGUF metadata as written by llama.cpp's converter: "<arch>.block_count", ….
 void read_gguf_config(const nlohmann::json& config, Config& c) {
   c.gguf = true;
@@ -68,12 +174,23 @@ void read_gguf_config(const nlohmann::json& config, Config& c) {
     fail(GK_INVALID_ARGUMENT, "GGUF metadata: no '" + key("vocab_size") +
                                   "' and no tokenizer.ggml.tokens to take the vocabulary from");
   }
-  // Llama 3 GGUFs carry their rope scaling as a rope_freqs tensor, which the rope op's
-  // attributes do not take.
   if (auto t = config.find(key("rope.scaling.type"));
       t != config.end() && t->is_string() && t->get<std::string>() != "none") {
-    fail(GK_UNIMPLEMENTED,
-         "GGUF metadata: rope scaling '" + t->get<std::string>() + "' is not supported");
+    const std::string type = t->get<std::string>();
+    if (type != "linear") {
+      fail(GK_UNIMPLEMENTED, "GGUF metadata: rope scaling '" + type +
+                                 "' is not supported (supported: none, linear, and Llama 3's "
+                                 "rope_freqs tensor)");
+    }
+    c.rope_scaling = "linear";
+    c.rope_factor = config_float_or(config, key("rope.scaling.factor").c_str(), 1.0);
+  }
+  if (auto f = config.find(kRopeFreqsKey); f != config.end()) {
+    if (c.rope_scaling != "none") {
+      fail(GK_INVALID_ARGUMENT, "GGUF: both a rope_freqs tensor and " +
+                                    key("rope.scaling.type") + " '" + c.rope_scaling + "'");
+    }
+    rope_from_factors(*f, c);
   }
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0) {
     fail(GK_INVALID_ARGUMENT, "GGUF metadata: head_count " + std::to_string(c.heads) +

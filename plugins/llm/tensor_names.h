@@ -156,6 +156,38 @@ inline constexpr HfNames kGgufLlamaNames{
     nullptr,
 };
 
+// GGUF (llama.cpp's names) for GPT-2. llama.cpp's converter transposes the Conv1D weights,
+// so the file holds them as nn.Linear's [out, in]; q, k, v stay fused in attn_qkv.
+// output.weight is the converter's copy of token_embd (GPT-2's head is tied).
+inline constexpr HfNames kGgufGpt2Names{
+    "token_embd.weight",
+    "position_embd.weight",
+    "output_norm.weight",
+    "output_norm.bias",
+    "output.weight",
+    "blk.%d.attn_norm.weight",
+    "blk.%d.attn_norm.bias",
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    "blk.%d.attn_qkv.weight",
+    "blk.%d.attn_qkv.bias",
+    nullptr,
+    nullptr,
+    "blk.%d.attn_output.weight",
+    "blk.%d.attn_output.bias",
+    "blk.%d.ffn_norm.weight",
+    "blk.%d.ffn_norm.bias",
+    nullptr,
+    "blk.%d.ffn_up.weight",
+    "blk.%d.ffn_up.bias",
+    "blk.%d.ffn_down.weight",
+    "blk.%d.ffn_down.bias",
+};
+
 // `pattern` with its "%d" replaced by `layer`.
 inline std::string layer_name(const char* pattern, int64_t layer) {
   std::string s = pattern;

@@ -237,12 +237,37 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
       static const std::pair<const char*, const char*> kGgufArchitectures[] = {
           {"llama", "LlamaForCausalLM"},
           {"qwen2", "Qwen2ForCausalLM"},
-          {"qwen3", "Qwen3ForCausalLM"}};
+          {"qwen3", "Qwen3ForCausalLM"},
+          {"gpt2", "GPT2LMHeadModel"}};
       auto a = config.find("general.architecture");
       std::string name = (a != config.end() && a->is_string()) ? a->get<std::string>() : "";
       m->architecture = "gguf:" + name;
       for (const auto& [gguf_name, hf_name] : kGgufArchitectures) {
         if (name == gguf_name) m->architecture = hf_name;
+      }
+      // llama.cpp keeps Llama 3's rope scaling in the tensor rope_freqs.weight. A model
+      // plugin reads its config on the host and cannot read device memory, so the values
+      // travel in the config, as "gpukit.rope_freqs".
+      for (int64_t i = 0, n = gk_weights_count(m->weights); i < n; ++i) {
+        gk_weight_info info{};
+        info.struct_size = sizeof(info);
+        gk::check(gk_weights_info(m->weights, i, &info), "gk_model_load");
+        if (std::string(info.name) != "rope_freqs.weight") continue;
+        int64_t numel = 1;
+        for (int32_t d = 0; d < info.ndim; ++d) numel *= info.shape[d];
+        if (info.ndim != 1 || numel <= 0 || numel > 65536) {
+          gk::fail(GK_INVALID_ARGUMENT, "gk_model_load: " + config_name +
+                                            ": rope_freqs.weight is not a vector of divisors");
+        }
+        gk_tensor* t = nullptr;
+        gk::check(gk_weights_get(m->weights, info.name, m->device, GK_DTYPE_F32, nullptr, &t),
+                  "gk_model_load");
+        std::vector<float> values(static_cast<size_t>(numel));
+        const gk_status copied = gk_copy_to_host(t, values.data(), uint64_t(numel) * 4, nullptr);
+        gk_tensor_release(t);
+        gk::check(copied, "gk_model_load");
+        config["gpukit.rope_freqs"] = values;
+        m->config_json = config.dump();
       }
     } else {
       auto archs = config.find("architectures");
