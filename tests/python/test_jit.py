@@ -184,3 +184,22 @@ def test_elementwise_kernel_broadcasts_and_follows_dtypes():
     torch = pytest.importorskip("torch", reason="PyTorch not installed")
     t = torch.ones(5, device=f"cuda:{CUDA.ordinal}")
     np.testing.assert_array_equal(k(t, t).to_numpy(), np.full(5, 2, np.float32))
+
+
+def test_arguments_become_the_kernel_parameter_kinds():
+    x = gpukit.zeros(4, device="cpu")
+    args = (x, np.float32(1.5), np.int32(4), np.int64(-5), np.float64(2.5), 3, 2.5, True,
+            b"abcd", np.float16(1), None)
+    array, n, keep = jit._pack(args)
+    assert n == len(args)
+    kinds = [array[i].kind for i in range(n)]
+    assert kinds == [jit._ARG_TENSOR, jit._ARG_F32, jit._ARG_I32, jit._ARG_I64, jit._ARG_F64,
+                     jit._ARG_I32, jit._ARG_F32, jit._ARG_I32, jit._ARG_BYTES, jit._ARG_BYTES,
+                     jit._ARG_POINTER]
+    assert array[1].value.f32 == 1.5 and array[3].value.i64 == -5 and array[5].value.i32 == 3
+    assert array[8].size == 4 and array[9].size == 2 and array[10].value.u64 == 0
+    with pytest.raises(OverflowError, match="does not fit a 32-bit int"):
+        jit._pack((2 ** 40,))
+    with pytest.raises(TypeError, match="is no kernel argument"):
+        jit._pack((object(),))
+    assert jit._dims(4, "grid") == (4, 1, 1) and jit._dims((2, 3), "grid") == (2, 3, 1)

@@ -55,6 +55,20 @@ def _char_array(values):
 
 
 def _dims(value, what: str) -> tuple:
+    """(x, y, z) from an int or a tuple/list of 1 to 3 ints, each in [1, 2^32)."""
+    # The common forms first, without the generic conversion below.
+    if type(value) is tuple:
+        if len(value) == 3:
+            x, y, z = value
+            if type(x) is int and type(y) is int and type(z) is int and \
+                    0 < x <= 0xFFFFFFFF and 0 < y <= 0xFFFFFFFF and 0 < z <= 0xFFFFFFFF:
+                return value
+        elif len(value) == 1:
+            x = value[0]
+            if type(x) is int and 0 < x <= 0xFFFFFFFF:
+                return (x, 1, 1)
+    elif type(value) is int and 0 < value <= 0xFFFFFFFF:
+        return (value, 1, 1)
     if isinstance(value, numbers.Integral):
         value = (int(value),)
     value = tuple(int(v) for v in value)
@@ -199,51 +213,121 @@ def _stream_ptr(stream, device: Device):
     return wrapped.ptr
 
 
-class _Args:
-    """A launch's gk_jit_arg array and what keeps its memory alive."""
+_T_ARG_ARRAY = ffi.typeof("gk_jit_arg[]")
+_T_CHARS = ffi.typeof("char[]")
+_newp = ffi.new
 
-    def __init__(self, device: Device, args):
-        n = len(args)
-        self.array = ffi.new("gk_jit_arg[]", max(n, 1))
-        self.keep = []
-        for i, a in enumerate(args):
-            slot = self.array[i]
-            if isinstance(a, GPUArray):
-                slot.kind = _ARG_TENSOR
-                slot.value.tensor = a._t
-            elif isinstance(a, (bool, np.bool_)):
-                slot.kind, slot.value.i32 = _ARG_I32, int(a)
-            elif isinstance(a, numbers.Integral) and not isinstance(a, np.generic):
-                slot.kind, slot.value.i32 = _ARG_I32, int(a)
-            elif isinstance(a, float):
-                slot.kind, slot.value.f32 = _ARG_F32, a
-            elif isinstance(a, np.generic) and a.dtype in _NP_SCALAR_KIND:
-                kind, field = _NP_SCALAR_KIND[a.dtype]
-                slot.kind = kind
-                setattr(slot.value, field, a.item())
-            elif isinstance(a, (bytes, bytearray, np.void, np.ndarray, np.generic)):
-                raw = a.tobytes() if isinstance(a, (np.void, np.ndarray, np.generic)) else bytes(a)
-                if not raw:
-                    raise ValueError(f"argument {i} is empty bytes")
-                buf = ffi.new("char[]", raw)
-                self.keep.append(buf)
-                slot.kind, slot.size = _ARG_BYTES, len(raw)
-                slot.value.bytes = buf
-            elif a is None:
-                slot.kind, slot.value.pointer = _ARG_POINTER, ffi.NULL
-            elif hasattr(a, "__cuda_array_interface__"):
-                slot.kind = _ARG_POINTER
-                slot.value.pointer = ffi.cast("void*", a.__cuda_array_interface__["data"][0])
-            elif hasattr(a, "__dlpack__"):
-                imported = from_dlpack(a)
-                self.keep.append(imported)
-                slot.kind = _ARG_TENSOR
-                slot.value.tensor = imported._t
-            else:
-                raise TypeError(f"argument {i}: {type(a).__name__} is no kernel argument (a "
-                                "GPUArray, a DLPack/CUDA array, a number, a NumPy scalar or "
-                                "bytes)")
-        self.count = n
+
+def _device_address(a):
+    """The data pointer of a CUDA PyTorch tensor or CuPy array, read the cheap way (their
+    __cuda_array_interface__ builds a dict on every access); None for anything else."""
+    module = type(a).__module__
+    if module.startswith("torch"):
+        return a.data_ptr() if getattr(a, "is_cuda", False) else None
+    if module.startswith("cupy"):
+        data = getattr(a, "data", None)
+        return getattr(data, "ptr", None)
+    return None
+
+
+# Per argument type, how it becomes a gk_jit_arg: (slot, value, keep, index) -> None. Filled
+# as types are first seen (only types whose conversion depends on the type alone).
+def _put_tensor(slot, a, keep, i):
+    slot.kind = _ARG_TENSOR
+    slot.value.tensor = a._t
+
+
+def _put_int(slot, a, keep, i):
+    if not -0x80000000 <= a <= 0x7FFFFFFF:
+        raise OverflowError(f"argument {i}: {a} does not fit a 32-bit int; pass np.int64 or "
+                            "np.uint64 for a 64-bit parameter")
+    slot.kind = _ARG_I32
+    slot.value.i32 = a
+
+
+def _put_float(slot, a, keep, i):
+    slot.kind = _ARG_F32
+    slot.value.f32 = a
+
+
+def _put_bool(slot, a, keep, i):
+    slot.kind = _ARG_I32
+    slot.value.i32 = int(a)
+
+
+def _put_scalar(kind, field):
+    def put(slot, a, keep, i):
+        slot.kind = kind
+        setattr(slot.value, field, a.item())
+    return put
+
+
+def _put_bytes(slot, a, keep, i):
+    raw = a.tobytes() if isinstance(a, (np.void, np.ndarray, np.generic)) else bytes(a)
+    if not raw:
+        raise ValueError(f"argument {i} is empty bytes")
+    buf = _newp(_T_CHARS, raw)
+    keep.append(buf)
+    slot.kind, slot.size = _ARG_BYTES, len(raw)
+    slot.value.bytes = buf
+
+
+def _put_array(slot, a, keep, i):
+    """A PyTorch tensor or CuPy array: its pointer when on a CUDA device, else DLPack."""
+    address = _device_address(a)
+    if address is not None:
+        slot.kind = _ARG_POINTER
+        slot.value.u64 = address  # the union's pointer, written as its integer
+    else:
+        _put_foreign(slot, a, keep, i)
+
+
+def _put_foreign(slot, a, keep, i):
+    if a is None:
+        slot.kind, slot.value.u64 = _ARG_POINTER, 0
+    elif hasattr(a, "__cuda_array_interface__"):
+        slot.kind = _ARG_POINTER
+        slot.value.u64 = a.__cuda_array_interface__["data"][0]
+    elif hasattr(a, "__dlpack__"):
+        imported = from_dlpack(a)
+        keep.append(imported)
+        _put_tensor(slot, imported, keep, i)
+    else:
+        raise TypeError(f"argument {i}: {type(a).__name__} is no kernel argument (a GPUArray, "
+                        "a DLPack/CUDA array, a number, a NumPy scalar or bytes)")
+
+
+_PUT = {GPUArray: _put_tensor, int: _put_int, float: _put_float, bool: _put_bool,
+        np.bool_: _put_bool, bytes: _put_bytes, bytearray: _put_bytes}
+for _dt, (_kind, _field) in _NP_SCALAR_KIND.items():
+    _PUT[_dt.type] = _put_scalar(_kind, _field)
+
+
+def _converter(a):
+    t = type(a)
+    if t.__module__.startswith(("torch", "cupy")):
+        put = _put_array
+    elif isinstance(a, (np.void, np.ndarray, np.generic)):
+        put = _put_bytes
+    elif isinstance(a, numbers.Integral):
+        put = _put_int
+    elif isinstance(a, numbers.Real):
+        put = _put_float
+    else:
+        return _put_foreign  # decided per value: not cached
+    _PUT[t] = put
+    return put
+
+
+def _pack(args):
+    """The gk_jit_arg array of `args`, and what keeps its memory alive until the launch."""
+    n = len(args)
+    array = _newp(_T_ARG_ARRAY, n or 1)
+    keep = []
+    get = _PUT.get
+    for i, a in enumerate(args):
+        (get(type(a)) or _converter(a))(array[i], a, keep, i)
+    return array, n, keep
 
 
 def _device_of_args(args, default: Device) -> Device:
@@ -273,17 +357,20 @@ class Function:
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         if not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
-        packed = _Args(self.module.device, args)
+        array, count, keep = _pack(args)
         stream_ptr = _stream_ptr(stream, self.module.device)
         with self._launch_lock:  # one launch struct per kernel: reused, not shared
             l = self._launch
-            l.grid[0], l.grid[1], l.grid[2] = grid
-            l.block[0], l.block[1], l.block[2] = block
-            l.shared_mem_bytes = int(shared_mem)
-            l.args = packed.array
-            l.num_args = packed.count
+            l.grid = grid
+            l.block = block
+            l.shared_mem_bytes = shared_mem
+            l.args = array
+            l.num_args = count
             l.stream = stream_ptr
-            check(lib.gk_jit_launch(self._ptr, l))
+            status = lib.gk_jit_launch(self._ptr, l)
+        if status:
+            check(status)
+        del keep  # the launch has read the arguments
 
     def __repr__(self):
         return f"Function({self.name!r}, {self.module!r})"

@@ -301,12 +301,18 @@ gk_jit_kernel* get_kernel(gk_jit_module& module, const char* name) {
                           driver.error_text(r));
   }
   if (m.api->cuFuncGetParamInfo) {
+    // The driver answers INVALID_VALUE past the last parameter; any other refusal (a driver
+    // that cannot say) leaves the parameters unchecked.
     for (size_t i = 0;; ++i) {
       size_t offset = 0, size = 0;
-      if (m.api->cuFuncGetParamInfo(kernel->function, i, &offset, &size) != cuda::kSuccess) break;
+      const cuda::CUresult info = m.api->cuFuncGetParamInfo(kernel->function, i, &offset, &size);
+      if (info != cuda::kSuccess) {
+        kernel->params_known = info == kErrorInvalidValue;
+        break;
+      }
       kernel->param_sizes.push_back(size);
     }
-    kernel->params_known = true;
+    if (!kernel->params_known) kernel->param_sizes.clear();
   }
   return kernel.release();
 }
