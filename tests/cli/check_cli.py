@@ -101,6 +101,20 @@ def main():
         if needed not in text:
             sys.exit(f"gpukit explain --dtype float99: the message lacks '{needed}': {text}")
 
+    # The JIT's disk cache, in a folder of its own: shown, as JSON, and cleared.
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["GPUKIT_CACHE_DIR"] = cache
+        fits(tool, "cache")
+        stats = json_object(tool, "cache")
+        if stats.get("dir") != cache or stats.get("entries") != 0 or "limit_bytes" not in stats:
+            sys.exit(f"gpukit cache --json: {stats}")
+        with open(os.path.join(cache, "0" * 64 + ".gkjit"), "wb") as f:
+            f.write(b"an entry")
+        cleared = json_object(tool, "cache", "--clear")
+        if cleared.get("removed") != 1 or cleared.get("entries") != 0:
+            sys.exit(f"gpukit cache --clear --json: {cleared}")
+        del os.environ["GPUKIT_CACHE_DIR"]
+
     if weights:
         fits(tool, "weights", weights)
         listed = json_object(tool, "weights", weights)
