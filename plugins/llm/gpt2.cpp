@@ -125,7 +125,7 @@ Tensor qkv_part(const Tensor& qkv, const Config& c, int part) {
   return v;
 }
 
-void forward(Session& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
+void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
              const Tensor& logits) {
   const Model& m = *s.model;
   const Config& c = m.config;

@@ -302,7 +302,7 @@ void load(Model& m, const WeightTable& w) {
   if (c.gguf && c.gguf_architecture == "llama") unpermute_qk(m);
 }
 
-void forward(Session& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
+void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
              const Tensor& logits) {
   const Model& m = *s.model;
   const Config& c = m.config;

@@ -137,9 +137,56 @@ gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
     }
     {
       Ops ops(m.host, m.device, args->stream);
-      m.builder->forward(s, ops, tokens, positions, logits);
+      Step step = Step::single(s, t);
+      m.builder->forward(step, ops, tokens, positions, logits);
     }
     s.length += t;
+  });
+}
+
+gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
+                     const gk_model_step_args* args) {
+  Model& m = *static_cast<Model*>(model_ptr);
+  return guarded(m.host, [&] {
+    if (!args || args->struct_size < GK_MODEL_STEP_ARGS_SIZE || !sessions || count < 1) {
+      fail(GK_INVALID_ARGUMENT, "llm: batch_step: bad arguments");
+    }
+    Tensor tokens = Tensor::from_plugin(args->tokens);
+    Tensor positions = Tensor::from_plugin(args->positions);
+    Tensor logits = Tensor::from_plugin(args->logits);
+    if (tokens.ndim != 1 || tokens.shape[0] != count || logits.ndim != 2 ||
+        logits.shape[0] != count) {
+      fail(GK_INVALID_ARGUMENT, "llm: batch_step: " + std::to_string(count) +
+                                    " sessions need tokens [" + std::to_string(count) +
+                                    "] and logits [" + std::to_string(count) + ", vocab]");
+    }
+    Step step;
+    step.model = &m;
+    for (int32_t i = 0; i < count; ++i) {
+      auto* s = static_cast<Session*>(sessions[i]);
+      if (!s || s->model != &m) {
+        fail(GK_INVALID_ARGUMENT,
+             "llm: batch_step: session " + std::to_string(i) + " is not a session of this model");
+      }
+      if (s->length + 1 > s->capacity) {
+        fail(GK_OUT_OF_RANGE, "llm: batch_step: session " + std::to_string(i) + " holds " +
+                                  std::to_string(s->length) + " of its " +
+                                  std::to_string(s->capacity) + " positions, no room for one more");
+      }
+      for (Session* other : step.sessions) {
+        if (other == s) {
+          fail(GK_INVALID_ARGUMENT,
+               "llm: batch_step: session " + std::to_string(i) + " appears twice in the batch");
+        }
+      }
+      step.sessions.push_back(s);
+      step.rows.push_back(1);
+    }
+    {
+      Ops ops(m.host, m.device, args->stream);
+      m.builder->forward(step, ops, tokens, positions, logits);
+    }
+    for (Session* s : step.sessions) s->length += 1;
   });
 }
 
@@ -164,7 +211,7 @@ gk_status init(const gk_host_services* host, void** state) {
 void shutdown(void*) {}
 
 const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,    model_destroy, model_info,
-                                session_create,       session_destroy, session_step};
+                                session_create,       session_destroy, session_step,  batch_step};
 
 const gk_plugin_api kApi = {sizeof(gk_plugin_api),
                             GK_PLUGIN_ABI_VERSION,

@@ -302,22 +302,55 @@ Tensor Session::cache_view(const std::vector<void*>& cache, size_t layer, int64_
   return t;
 }
 
-Tensor attend(Session& session, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
+Step Step::single(Session& session, int64_t count) {
+  Step step;
+  step.model = session.model;
+  step.sessions = {&session};
+  step.rows = {count};
+  return step;
+}
+
+namespace {
+
+// Tokens [first, first + count) of a [1, T, H, Dh] view.
+Tensor token_slice(const Tensor& x, int64_t first, int64_t count) {
+  Tensor t = x;
+  t.data = static_cast<char*>(x.data) + first * x.strides[1] * element_size(x.dtype);
+  t.shape[1] = count;
+  return t;
+}
+
+}  // namespace
+
+Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
               const Tensor& v) {
-  const Config& c = session.model->config;
+  const Config& c = step.model->config;
   const int64_t t = q.shape[1];
-  const int64_t start = session.length;
-  // A cache append is a cast into a view of the cache's next positions.
-  Tensor k_slot = session.cache_view(session.k_cache, layer, start, t);
-  Tensor v_slot = session.cache_view(session.v_cache, layer, start, t);
-  ops.call("cast", {&k}, {&k_slot});
-  ops.call("cast", {&v}, {&v_slot});
-  Tensor keys = session.cache_view(session.k_cache, layer, 0, start + t);
-  Tensor values = session.cache_view(session.v_cache, layer, 0, start + t);
-  Tensor out = ops.scratch({1, t, c.heads, c.head_dim}, keys.dtype);
-  Tensor queries = ops.to(q, keys.dtype);
-  // The t queries are the newest t keys: causal attention over the filled prefix.
-  ops.call("attention", {&queries, &keys, &values}, {&out});
+  const int32_t cache_dtype = step.model->dtype;
+  Tensor out = ops.scratch({1, t, c.heads, c.head_dim}, cache_dtype);
+  Tensor queries = ops.to(q, cache_dtype);
+  int64_t first = 0;
+  for (size_t i = 0; i < step.sessions.size(); ++i) {
+    Session& session = *step.sessions[i];
+    const int64_t rows = step.rows[i];
+    const int64_t start = session.length;
+    // A cache append is a cast into a view of the cache's next positions.
+    Tensor k_slot = session.cache_view(session.k_cache, layer, start, rows);
+    Tensor v_slot = session.cache_view(session.v_cache, layer, start, rows);
+    Tensor k_rows = token_slice(k, first, rows);
+    Tensor v_rows = token_slice(v, first, rows);
+    ops.call("cast", {&k_rows}, {&k_slot});
+    ops.call("cast", {&v_rows}, {&v_slot});
+    Tensor keys = session.cache_view(session.k_cache, layer, 0, start + rows);
+    Tensor values = session.cache_view(session.v_cache, layer, 0, start + rows);
+    Tensor q_rows = token_slice(queries, first, rows);
+    Tensor out_rows = Tensor::contiguous(
+        static_cast<char*>(out.data) + first * out.strides[1] * element_size(cache_dtype),
+        cache_dtype, {1, rows, c.heads, c.head_dim});
+    // The session's rows are its newest keys: causal attention over its filled prefix.
+    ops.call("attention", {&q_rows, &keys, &values}, {&out_rows});
+    first += rows;
+  }
   return out.reshaped({t, c.heads * c.head_dim});
 }
 

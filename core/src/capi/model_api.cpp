@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,8 +16,11 @@
 #include <vector>
 
 #include "capi/capi_util.h"
+#include "memory/charge_scope.h"
 #include "plugin/plugin_registry.h"
+#include "runtime/objects.h"
 #include "runtime/runtime.h"
+#include "scheduler/scheduler.h"
 
 namespace gk {
 namespace {
@@ -95,6 +99,9 @@ struct gk_session {
   void* handle = nullptr;
   int64_t capacity = 0;
   std::atomic<int64_t> length{0};
+  // The task charged for the KV cache and the steps' scratch (gk_session_options.task).
+  std::shared_ptr<gk::Task> task;
+  gk::MemoryOwner* owner = nullptr;
   ~gk_session() {
     if (handle) model->api->session_destroy(handle);
   }
@@ -147,14 +154,104 @@ TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all
   gk_model_step_args args{sizeof(gk_model_step_args), nullptr, plugin_view(ids.t),
                           plugin_view(positions.t), plugin_view(logits.t)};
   take_plugin_error();
-  check_plugin(m.api->session_step(s.handle, &args), *m.plugin, function);
+  {
+    ChargeScope charge(s.owner);
+    check_plugin(m.api->session_step(s.handle, &args), *m.plugin, function);
+  }
   s.length += count;
   return logits;
 }
 
-void check_generate_options(const gk_generate_options& o, int32_t capacity) {
-  auto bad = [](const std::string& what) {
-    fail(GK_INVALID_ARGUMENT, "gk_session_generate: " + what);
+gk_tensor* new_device_tensor(ModelState& m, int32_t dtype, std::initializer_list<int64_t> shape,
+                             const std::string& function) {
+  gk_tensor_desc d{};
+  d.struct_size = sizeof(d);
+  d.dtype = dtype;
+  d.ndim = int32_t(shape.size());
+  int i = 0;
+  for (int64_t v : shape) d.shape[i++] = v;
+  gk_tensor* t = nullptr;
+  check(gk_tensor_create(&m.runtime, m.device, &d, nullptr, &t), function);
+  return t;
+}
+
+// One decode step of several sessions of one model: their logits [count * vocab] on the
+// host. One forward pass where the plugin batches (plugin ABI 1.2 batch_step), else one
+// step per session.
+std::vector<float> run_batch_step(gk_session* const* sessions, int32_t count,
+                                  const int32_t* tokens, const std::string& function) {
+  if (count < 1) {
+    fail(GK_INVALID_ARGUMENT, function + ": count " + std::to_string(count) + " is not >= 1");
+  }
+  require_arg(sessions, function.c_str(), "sessions");
+  require_arg(tokens, function.c_str(), "tokens");
+  for (int32_t i = 0; i < count; ++i) {
+    if (!sessions[i]) {
+      fail(GK_INVALID_ARGUMENT, function + ": sessions[" + std::to_string(i) + "] is NULL");
+    }
+  }
+  ModelState& m = *sessions[0]->model;
+  const int64_t vocab = m.info.vocab_size;
+  std::vector<int32_t> positions(size_t(count), 0);
+  for (int32_t i = 0; i < count; ++i) {
+    const gk_session& s = *sessions[i];
+    const std::string which = "sessions[" + std::to_string(i) + "]";
+    if (s.model.get() != &m) {
+      fail(GK_INVALID_ARGUMENT, function + ": " + which + " is a session of another model (" +
+                                    s.model->architecture + ") than sessions[0]'s");
+    }
+    for (int32_t j = 0; j < i; ++j) {
+      if (sessions[j] == sessions[i]) {
+        fail(GK_INVALID_ARGUMENT, function + ": " + which + " is sessions[" + std::to_string(j) +
+                                      "] again; a session takes one token per step");
+      }
+    }
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      fail(GK_INVALID_ARGUMENT, function + ": token id " + std::to_string(tokens[i]) +
+                                    " at index " + std::to_string(i) + " is out of range [0, " +
+                                    std::to_string(vocab) + ")");
+    }
+    positions[size_t(i)] = int32_t(s.length.load());
+    if (s.length.load() + 1 > s.capacity) {
+      fail(GK_OUT_OF_RANGE, function + ": " + which + " is full: it holds " +
+                                std::to_string(s.length.load()) + " of its " +
+                                std::to_string(s.capacity) + " positions");
+    }
+  }
+  std::vector<float> out(size_t(count) * size_t(vocab));
+  const bool batches = m.api->struct_size >= GK_MODEL_API_SIZE_1_2 && m.api->batch_step;
+  if (!batches) {
+    for (int32_t i = 0; i < count; ++i) {
+      TensorRef logits = run_step(*sessions[i], tokens + i, 1, false, function.c_str());
+      check(gk_copy_to_host(logits.t, out.data() + size_t(i) * size_t(vocab),
+                            uint64_t(vocab) * 4, nullptr),
+            function);
+    }
+    return out;
+  }
+  TensorRef ids(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
+  TensorRef pos(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
+  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {count, vocab}, function));
+  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
+  check(gk_copy_from_host(pos.t, positions.data(), uint64_t(count) * 4, nullptr), function);
+  std::vector<void*> handles(static_cast<size_t>(count), nullptr);
+  for (int32_t i = 0; i < count; ++i) handles[size_t(i)] = sessions[i]->handle;
+  gk_model_step_args args{sizeof(gk_model_step_args), nullptr, plugin_view(ids.t),
+                          plugin_view(pos.t), plugin_view(logits.t)};
+  take_plugin_error();
+  {
+    ChargeScope charge(sessions[0]->owner);
+    check_plugin(m.api->batch_step(m.handle, handles.data(), count, &args), *m.plugin, function);
+  }
+  for (int32_t i = 0; i < count; ++i) sessions[i]->length += 1;
+  check(gk_copy_to_host(logits.t, out.data(), uint64_t(out.size()) * 4, nullptr), function);
+  return out;
+}
+
+void check_generate_options(const gk_generate_options& o, int32_t capacity,
+                            const char* function = "gk_session_generate") {
+  auto bad = [&](const std::string& what) {
+    fail(GK_INVALID_ARGUMENT, std::string(function) + ": " + what);
   };
   if (o.max_tokens < 0) bad("max_tokens " + std::to_string(o.max_tokens) + " is negative");
   if (capacity < o.max_tokens) {
@@ -180,8 +277,167 @@ void check_generate_options(const gk_generate_options& o, int32_t capacity) {
   }
 }
 
+// HF's repetition penalty over one row of logits: each token seen once.
+void apply_repetition_penalty(float* row, int64_t vocab, const std::vector<int32_t>& seen,
+                              double penalty) {
+  std::vector<bool> done(size_t(vocab), false);
+  for (int32_t t : seen) {
+    if (done[size_t(t)]) continue;
+    done[size_t(t)] = true;
+    float& l = row[size_t(t)];
+    l = l > 0 ? float(l / penalty) : float(l * penalty);
+  }
+}
+
+// The sample op over `logits` [1, vocab] on the device (penalty applied already), into the
+// i32 [1] `ids`; `offset` is the session's length, so each draw of a seeded generation
+// differs from the last, and repeats.
+int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits, gk_tensor* ids,
+                  int64_t offset, const char* function) {
+  gk_attr attrs[6] = {};
+  attrs[0] = gk_attr{"temperature", GK_ATTR_FLOAT, 0, {}};
+  attrs[0].value.f = o.temperature;
+  attrs[1] = gk_attr{"top_k", GK_ATTR_INT, 0, {}};
+  attrs[1].value.i = o.top_k;
+  attrs[2] = gk_attr{"top_p", GK_ATTR_FLOAT, 0, {}};
+  attrs[2].value.f = o.top_p;
+  attrs[3] = gk_attr{"min_p", GK_ATTR_FLOAT, 0, {}};
+  attrs[3].value.f = o.min_p;
+  attrs[4] = gk_attr{"seed", GK_ATTR_INT, 0, {}};
+  attrs[4].value.i = int64_t(o.seed);
+  attrs[5] = gk_attr{"offset", GK_ATTR_INT, 0, {}};
+  attrs[5].value.i = offset;
+  gk_tensor* in[1] = {logits};
+  gk_tensor* outs[1] = {ids};
+  gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, nullptr};
+  check(gk_op_call(&m.runtime, "sample", &call), function);
+  int32_t token = 0;
+  check(gk_copy_to_host(ids, &token, 4, nullptr), function);
+  return token;
+}
+
+// A session of `model` with `options` (NULL: the whole context, no task).
+std::unique_ptr<gk_session> open_session(const std::shared_ptr<ModelState>& model,
+                                         const gk_session_options* options,
+                                         const char* function) {
+  const ModelState& m = *model;
+  int64_t capacity = m.info.context_length;
+  auto s = std::make_unique<gk_session>();
+  s->model = model;
+  if (options) {
+    require_struct(options->struct_size, GK_SESSION_OPTIONS_SIZE, function, "gk_session_options");
+    if (options->max_context < 0 || options->max_context > m.info.context_length) {
+      fail(GK_INVALID_ARGUMENT, std::string(function) + ": max_context " +
+                                    std::to_string(options->max_context) + " is not in [0, " +
+                                    std::to_string(m.info.context_length) +
+                                    "] (the model's context length; 0 means all of it)");
+    }
+    if (options->max_context) capacity = options->max_context;
+    if (options->struct_size >= GK_SESSION_OPTIONS_SIZE_1_7 && options->task) {
+      gk_task* task = options->task;
+      if (!task->task) {
+        fail(GK_INVALID_ARGUMENT, std::string(function) + ": options->task is not a task");
+      }
+      if (task->task->device->id != m.device) {
+        fail(GK_INVALID_ARGUMENT, std::string(function) + ": task '" + task->task->spec.name +
+                                      "' is on device " + std::to_string(task->task->device->id) +
+                                      ", the model on device " + std::to_string(m.device));
+      }
+      gk_task_info info{};
+      info.struct_size = sizeof(info);
+      check(gk_task_get_info(task, &info), function);
+      if (info.state != GK_TASK_ADMITTED && info.state != GK_TASK_RUNNING &&
+          info.state != GK_TASK_THROTTLED) {
+        fail(GK_FAILED_PRECONDITION,
+             std::string(function) + ": task '" + task->task->spec.name + "' is " +
+                 task_state_name(info.state) +
+                 "; a session's memory is charged to an admitted task that has not finished");
+      }
+      s->task = task->task;
+      s->owner = task->task->owner;
+    }
+  }
+  s->capacity = capacity;
+  take_plugin_error();
+  // The KV cache is allocated now, charged to the task.
+  ChargeScope charge(s->owner);
+  check_plugin(m.api->session_create(m.handle, capacity, &s->handle), *m.plugin,
+               std::string(function) + " (KV cache of " + std::to_string(capacity) + " positions)");
+  return s;
+}
+
 }  // namespace
 }  // namespace gk
+
+namespace gk {
+// One sequence of a gk_batch: its session until it finishes, its options, what it has seen.
+struct BatchSequence {
+  int64_t id = 0;
+  std::unique_ptr<gk_session> session;  // released when the sequence finishes
+  gk_generate_options options{};
+  std::vector<int32_t> stop_tokens;  // options.stop_tokens points here
+  std::vector<int32_t> seen;         // the prompt, then the generated tokens
+  std::vector<int32_t> generated;
+  bool finished = false;
+  // The sample op's input and output, made at the first draw.
+  gk_tensor* row = nullptr;
+  gk_tensor* ids = nullptr;
+
+  ~BatchSequence() { finish(); }
+
+  // The next token from this sequence's row of host logits, with its own options; the
+  // same draws as gk_session_generate.
+  int32_t sample(ModelState& m, const float* logits, const char* function) {
+    const int64_t vocab = m.info.vocab_size;
+    if (!row) row = new_device_tensor(m, GK_DTYPE_F32, {1, vocab}, function);
+    if (!ids) ids = new_device_tensor(m, GK_DTYPE_I32, {1}, function);
+    std::vector<float> penalized;
+    if (options.repetition_penalty != 1.0) {
+      penalized.assign(logits, logits + vocab);
+      apply_repetition_penalty(penalized.data(), vocab, seen, options.repetition_penalty);
+      logits = penalized.data();
+    }
+    check(gk_copy_from_host(row, logits, uint64_t(vocab) * 4, nullptr), function);
+    return sample_op(m, options, row, ids, session->length.load(), function);
+  }
+
+  // Records `token` and finishes the sequence as gk_session_generate stops.
+  void accept(int32_t token) {
+    generated.push_back(token);
+    seen.push_back(token);
+    bool stop = options.on_token && options.on_token(options.user_data, token) != 0;
+    for (int32_t t : stop_tokens) stop = stop || t == token;
+    if (stop || int32_t(generated.size()) >= options.max_tokens ||
+        session->length.load() >= session->capacity) {
+      finish();
+    }
+  }
+
+  // Frees the session (its KV cache) and the sampling tensors now.
+  void finish() {
+    finished = true;
+    session.reset();
+    gk_tensor_release(row);
+    gk_tensor_release(ids);
+    row = ids = nullptr;
+  }
+};
+}  // namespace gk
+
+struct gk_batch {
+  std::shared_ptr<gk::ModelState> model;
+  gk_session_options options{};
+  std::vector<std::unique_ptr<gk::BatchSequence>> sequences;  // in the order added
+  int64_t next_id = 0;
+
+  const gk::BatchSequence& find(int64_t id, const char* function) const {
+    for (const auto& s : sequences) {
+      if (s->id == id) return *s;
+    }
+    gk::fail(GK_NOT_FOUND, std::string(function) + ": sequence " + std::to_string(id) +
+                               " is not in the batch (never added, or removed)");
+  }
+};
 
 extern "C" {
 
@@ -352,26 +608,7 @@ GK_API gk_status gk_session_create(gk_model* model, const gk_session_options* op
   return gk::c_guard([&] {
     gk::require_arg(model, "gk_session_create", "model");
     gk::require_arg(out, "gk_session_create", "out");
-    const gk::ModelState& m = *model->state;
-    int64_t capacity = m.info.context_length;
-    if (options) {
-      gk::require_struct(options->struct_size, GK_SESSION_OPTIONS_SIZE, "gk_session_create",
-                         "gk_session_options");
-      if (options->max_context < 0 || options->max_context > m.info.context_length) {
-        gk::fail(GK_INVALID_ARGUMENT, "gk_session_create: max_context " +
-                                          std::to_string(options->max_context) + " is not in [0, " +
-                                          std::to_string(m.info.context_length) +
-                                          "] (the model's context length; 0 means all of it)");
-      }
-      if (options->max_context) capacity = options->max_context;
-    }
-    auto s = std::make_unique<gk_session>();
-    s->model = model->state;
-    s->capacity = capacity;
-    gk::take_plugin_error();
-    gk::check_plugin(m.api->session_create(m.handle, capacity, &s->handle), *m.plugin,
-                     "gk_session_create");
-    *out = s.release();
+    *out = gk::open_session(model->state, options, "gk_session_create").release();
   });
 }
 
@@ -433,36 +670,12 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
         row.resize(size_t(vocab));
         gk::check(gk_copy_to_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
                   "gk_session_generate");
-        std::vector<bool> done(size_t(vocab), false);
-        for (int32_t t : seen) {
-          if (done[size_t(t)]) continue;
-          done[size_t(t)] = true;
-          float& l = row[size_t(t)];
-          l = l > 0 ? float(l / o.repetition_penalty) : float(l * o.repetition_penalty);
-        }
+        gk::apply_repetition_penalty(row.data(), vocab, seen, o.repetition_penalty);
         gk::check(gk_copy_from_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
                   "gk_session_generate");
       }
-      gk_attr attrs[6] = {};
-      attrs[0] = gk_attr{"temperature", GK_ATTR_FLOAT, 0, {}};
-      attrs[0].value.f = o.temperature;
-      attrs[1] = gk_attr{"top_k", GK_ATTR_INT, 0, {}};
-      attrs[1].value.i = o.top_k;
-      attrs[2] = gk_attr{"top_p", GK_ATTR_FLOAT, 0, {}};
-      attrs[2].value.f = o.top_p;
-      attrs[3] = gk_attr{"min_p", GK_ATTR_FLOAT, 0, {}};
-      attrs[3].value.f = o.min_p;
-      attrs[4] = gk_attr{"seed", GK_ATTR_INT, 0, {}};
-      attrs[4].value.i = int64_t(o.seed);
-      // The step number makes each draw of a seeded generation differ, and repeat.
-      attrs[5] = gk_attr{"offset", GK_ATTR_INT, 0, {}};
-      attrs[5].value.i = session->length.load();
-      gk_tensor* in[1] = {logits.t};
-      gk_tensor* outs[1] = {ids.t};
-      gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, nullptr};
-      gk::check(gk_op_call(rt, "sample", &call), "gk_session_generate");
-      int32_t token = 0;
-      gk::check(gk_copy_to_host(ids.t, &token, 4, nullptr), "gk_session_generate");
+      int32_t token = gk::sample_op(m, o, logits.t, ids.t, session->length.load(),
+                                    "gk_session_generate");
       out_tokens[i] = token;
       *out_count = i + 1;
       seen.push_back(token);
@@ -471,6 +684,130 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
       if (stop || i + 1 == o.max_tokens || session->length.load() >= session->capacity) break;
       logits = gk::run_step(*session, &token, 1, false, "gk_session_generate");
     }
+  });
+}
+
+GK_API gk_status gk_session_step_batch(gk_session* const* sessions, int32_t count,
+                                       const int32_t* tokens, float* logits_out) {
+  return gk::c_guard([&] {
+    std::vector<float> logits =
+        gk::run_batch_step(sessions, count, tokens, "gk_session_step_batch");
+    if (logits_out) std::copy(logits.begin(), logits.end(), logits_out);
+  });
+}
+
+// ---- gk_batch ----
+
+GK_API gk_status gk_batch_create(gk_model* model, const gk_session_options* options,
+                                 gk_batch** out) {
+  return gk::c_guard([&] {
+    gk::require_arg(model, "gk_batch_create", "model");
+    gk::require_arg(out, "gk_batch_create", "out");
+    auto b = std::make_unique<gk_batch>();
+    b->model = model->state;
+    b->options.struct_size = sizeof(gk_session_options);
+    if (options) {
+      gk::require_struct(options->struct_size, GK_SESSION_OPTIONS_SIZE, "gk_batch_create",
+                         "gk_session_options");
+      std::memcpy(&b->options, options, std::min(options->struct_size, sizeof(gk_session_options)));
+      b->options.struct_size = sizeof(gk_session_options);
+    }
+    *out = b.release();
+  });
+}
+
+GK_API void gk_batch_release(gk_batch* batch) {
+  delete batch;
+}
+
+GK_API gk_status gk_batch_add(gk_batch* batch, const int32_t* prompt, int32_t count,
+                              const gk_generate_options* options, int64_t* out_id) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_batch_add";
+    gk::require_arg(batch, fn, "batch");
+    gk::require_arg(options, fn, "options");
+    gk::require_arg(out_id, fn, "out_id");
+    gk::require_struct(options->struct_size, GK_GENERATE_OPTIONS_SIZE, fn, "gk_generate_options");
+    gk::check_generate_options(*options, options->max_tokens, fn);
+    auto seq = std::make_unique<gk::BatchSequence>();
+    seq->options = *options;
+    seq->stop_tokens.assign(options->stop_tokens,
+                            options->stop_tokens + std::max(options->num_stop_tokens, 0));
+    seq->options.stop_tokens = seq->stop_tokens.data();
+    seq->session = gk::open_session(batch->model, &batch->options, fn);
+    gk::TensorRef logits = gk::run_step(*seq->session, prompt, count, false, fn);
+    seq->seen.assign(prompt, prompt + count);
+    gk::ModelState& m = *batch->model;
+    if (options->max_tokens == 0) {
+      seq->finish();
+    } else {
+      std::vector<float> row(size_t(m.info.vocab_size));
+      gk::check(gk_copy_to_host(logits.t, row.data(), row.size() * 4, nullptr), fn);
+      seq->accept(seq->sample(m, row.data(), fn));
+    }
+    seq->id = batch->next_id++;
+    *out_id = seq->id;
+    batch->sequences.push_back(std::move(seq));
+  });
+}
+
+GK_API gk_status gk_batch_step(gk_batch* batch, int32_t* out_active) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_batch_step";
+    gk::require_arg(batch, fn, "batch");
+    std::vector<gk::BatchSequence*> active;
+    std::vector<gk_session*> sessions;
+    std::vector<int32_t> tokens;
+    for (auto& seq : batch->sequences) {
+      if (seq->finished) continue;
+      active.push_back(seq.get());
+      sessions.push_back(seq->session.get());
+      tokens.push_back(seq->generated.back());
+    }
+    if (!active.empty()) {
+      gk::ModelState& m = *batch->model;
+      const size_t vocab = size_t(m.info.vocab_size);
+      std::vector<float> logits =
+          gk::run_batch_step(sessions.data(), int32_t(sessions.size()), tokens.data(), fn);
+      // Every draw first, then the callbacks: a failed draw leaves no sequence half-done.
+      std::vector<int32_t> next(active.size());
+      for (size_t i = 0; i < active.size(); ++i) {
+        next[i] = active[i]->sample(m, logits.data() + i * vocab, fn);
+      }
+      for (size_t i = 0; i < active.size(); ++i) active[i]->accept(next[i]);
+    }
+    if (out_active) {
+      int32_t n = 0;
+      for (auto& seq : batch->sequences) n += seq->finished ? 0 : 1;
+      *out_active = n;
+    }
+  });
+}
+
+GK_API gk_status gk_batch_tokens(const gk_batch* batch, int64_t id, int32_t* out_tokens,
+                                 int32_t capacity, int32_t* out_count, int32_t* out_finished) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_batch_tokens";
+    gk::require_arg(batch, fn, "batch");
+    gk::require_arg(out_count, fn, "out_count");
+    if (capacity < 0) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": capacity " + std::to_string(capacity) +
+                                        " is negative");
+    }
+    if (capacity > 0) gk::require_arg(out_tokens, fn, "out_tokens");
+    const gk::BatchSequence& seq = batch->find(id, fn);
+    const size_t n = std::min(seq.generated.size(), size_t(capacity));
+    std::copy(seq.generated.begin(), seq.generated.begin() + std::ptrdiff_t(n), out_tokens);
+    *out_count = int32_t(seq.generated.size());
+    if (out_finished) *out_finished = seq.finished ? 1 : 0;
+  });
+}
+
+GK_API gk_status gk_batch_remove(gk_batch* batch, int64_t id) {
+  return gk::c_guard([&] {
+    gk::require_arg(batch, "gk_batch_remove", "batch");
+    const gk::BatchSequence* seq = &batch->find(id, "gk_batch_remove");
+    std::erase_if(batch->sequences, [&](const auto& s) { return s.get() == seq; });
   });
 }
 
