@@ -6,12 +6,13 @@
 # run overwrites perf/baseline/<device>.md, the curated table the repository keeps (a copy
 # goes to $OUT/baseline/ too, since the device tool returns only $OUT); commit that file.
 #
-#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights]
+#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights|jit]
 #   (default: all, which is build, test, sanitize and bench;
 #   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
 #   copy path under several GPUKIT_TRANSFER_* settings; weights: only the weight loading
-#   benchmark, after a build)
+#   benchmark, after a build; jit: the JIT launch tests and perf/jit/bench_jit.py against
+#   CuPy, after a build)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (perf/fetch_gpu_deps.sh fills it, and .whl/) and are unpacked into a private prefix,
@@ -96,7 +97,7 @@ if [[ $STAGE == matmul ]]; then
 fi
 
 if [[ $STAGE == test || $STAGE == all ]]; then
-  ctest --test-dir $BUILD -L 'gpu|core|plugins|c_abi|loader' --output-on-failure -j 4 \
+  ctest --test-dir $BUILD -L 'gpu|core|plugins|c_abi|loader|jit' --output-on-failure -j 4 \
     > "$OUT/ctest.log" 2>&1
   note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
   $BUILD/bin/gpu_tests > "$OUT/gpu_tests.log" 2>&1
@@ -194,8 +195,27 @@ if [[ $STAGE == weights ]]; then
   weights_bench
 fi
 
+# JIT kernels (NVRTC): the C and Python launch tests, then GPUkit beside CuPy in one process.
+jit_run() {
+  GPUKIT_CACHE_DIR=$OUT/jit-cache $BUILD/bin/jit_tests > "$OUT/jit_tests.log" 2>&1
+  note "jit_tests: exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/jit_tests.log" | tr '\n' ' '))"
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 -m pytest -q -rs tests/python/test_jit.py > "$OUT/pytest_jit.log" 2>&1
+  note "pytest_jit: $(tail -1 "$OUT/pytest_jit.log")"
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 perf/jit/bench_jit.py --json "$OUT/bench_jit.json" > "$OUT/bench_jit.log" 2>&1
+  note "bench_jit: exit $?"
+  tail -8 "$OUT/bench_jit.log" | tee -a "$SUMMARY"
+}
+if [[ $STAGE == jit ]]; then
+  jit_run
+fi
+
 if [[ $STAGE == bench || $STAGE == all ]]; then
   weights_bench
+  jit_run
   export GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning
   export GPUKIT_COMMIT=$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
   export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}

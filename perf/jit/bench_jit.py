@@ -123,7 +123,11 @@ def main():
     p.add_argument("--json", help="write the numbers here")
     args = p.parse_args()
 
-    import cupy as cp
+    try:
+        import cupy as cp
+    except ImportError as e:
+        sys.exit(f"bench_jit: CuPy is needed for the side-by-side run ({e}); pip install "
+                 "cupy-cuda13x (or cupy-cuda12x)")
     import numpy as np
 
     import gpukit
