@@ -125,17 +125,18 @@ gk_generate_options greedy(int32_t max_tokens) {
 // Sequences of different lengths decode together; one joins after two steps and one
 // leaves after four (continuous batching). Each step's row of a sequence must be its lone
 // session's logits (f32: within 1e-5 of the largest logit) and give the same greedy token.
-TEST_F(LlmBatch, a_batched_step_gives_every_session_the_logits_it_gets_alone) {
+void check_batched_steps(LlmBatch* t, gk_runtime* rt, int32_t device, const char* label) {
   for (const char* name : kModels) {
     SCOPED_TRACE(name);
-    gk_model* m = load(name);
-    ASSERT_NE(m, nullptr);
+    gk_model_options mo{sizeof(mo), device, GK_DTYPE_F32};
+    gk_model* m = nullptr;
+    ASSERT_EQ(gk_model_load(rt, folder(name).c_str(), &mo, &m), GK_OK) << gk_last_error();
     gk_model_info info{};
     info.struct_size = sizeof(info);
     ASSERT_EQ(gk_model_get_info(m, &info), GK_OK);
     const int64_t vocab = info.vocab_size;
-    const std::vector<int32_t> a = golden_prompt(name, "prompt");
-    const std::vector<int32_t> b = golden_prompt(name, "prompt_b");
+    const std::vector<int32_t> a = t->golden_prompt(name, "prompt");
+    const std::vector<int32_t> b = t->golden_prompt(name, "prompt_b");
     const std::vector<int32_t> c(a.begin(), a.begin() + 3);
     const std::vector<std::vector<int32_t>> prompts = {a, b, c};
     ASSERT_NE(a.size(), b.size());
@@ -195,13 +196,50 @@ TEST_F(LlmBatch, a_batched_step_gives_every_session_the_logits_it_gets_alone) {
       }
     }
     EXPECT_LE(worst, 1e-5);
-    std::printf("[ batched ] %-8s worst row error vs. alone %.2e\n", name, worst);
+    std::printf("[ batched %s ] %-8s worst row error vs. alone %.2e\n", label, name, worst);
     for (Sequence& s : seqs) {
       gk_session_release(s.batched);
       gk_session_release(s.alone);
     }
     gk_model_release(m);
   }
+}
+
+TEST_F(LlmBatch, a_batched_step_gives_every_session_the_logits_it_gets_alone) {
+  check_batched_steps(this, rt_, 0, "cpu");
+}
+
+// The same on a GPU, where a batch's matmuls are one [B, hidden] GEMM in a CUDA plugin.
+TEST_F(LlmBatch, a_batched_step_on_a_cuda_device_gives_every_session_its_own_logits) {
+  gk_runtime_options o = GK_RUNTIME_OPTIONS_INIT;
+  o.flags = GK_RUNTIME_IGNORE_ENVIRONMENT | GK_RUNTIME_NO_DEFAULT_PLUGINS;
+  o.devices = "all";
+  o.plugin_path = GPUKIT_TEST_MANIFESTS;
+  gk_runtime* rt = nullptr;
+  ASSERT_EQ(gk_runtime_create(&o, &rt), GK_OK) << gk_last_error();
+  int32_t count = 0, cuda = -1;
+  gk_device_count(rt, &count);
+  for (int32_t d = 0; d < count && cuda < 0; ++d) {
+    gk_device_props p{};
+    p.struct_size = sizeof(p);
+    if (gk_device_get_props(rt, d, &p) == GK_OK && p.kind == GK_DEVICE_KIND_CUDA) cuda = d;
+  }
+  bool cuda_plugins = false;
+  for (int32_t i = 0; i < gk_plugin_count(rt); ++i) {
+    gk_plugin_info p{};
+    p.struct_size = sizeof(p);
+    if (gk_plugin_get(rt, i, &p) == GK_OK && p.loaded && p.device_kind == GK_DEVICE_KIND_CUDA &&
+        std::string(p.family) == "llm") {
+      cuda_plugins = true;
+    }
+  }
+  if (cuda < 0 || !cuda_plugins) {
+    gk_runtime_destroy(rt);
+    GTEST_SKIP() << (cuda < 0 ? "no CUDA device"
+                              : "no CUDA llm kernel plugin (built without CUDA)");
+  }
+  check_batched_steps(this, rt, cuda, "cuda");
+  gk_runtime_destroy(rt);
 }
 
 // Each sequence of a batch has its own sampling options, seed, stop tokens and callback;
