@@ -512,7 +512,7 @@ class ElementwiseKernel:
         sig = []
         for (type_name, pname), kind in zip(params, kinds):
             ctype = _C_TYPES[types[type_name]]
-            sig.append(f"{ctype}* __restrict__ {pname}_ptr" if kind == "array"
+            sig.append(f"{ctype}* {pname}_ptr" if kind == "array"
                        else f"{ctype} {pname}")
         if not contiguous:
             sig.append(f"{self.name}_index index")
