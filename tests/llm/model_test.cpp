@@ -197,11 +197,21 @@ TEST_F(Llm, every_golden_model_matches_hf_in_f32_with_identical_greedy_tokens) {
   }
 }
 
-// Issue 28 asks for 2e-2 in bf16. On these random models rounding the weights alone to bf16
-// moves the logits further: the NumPy float64 reference with bf16-rounded weights misses
-// the f32 goldens by 2.0e-2 (llama), 3.2e-2 (qwen2), 4.0e-2 (smollm2), 8.6e-3 (gpt2). The
-// runner keeps activations in f32 and adds little to that (smollm2: 4.35e-2), so the bound
-// here is 5e-2.
+// Issue 28 asks for 2e-2 in bf16; these golden models make that unreachable for any bf16
+// implementation (tests/llm/test_bf16_floor.py measures it with the NumPy float64
+// reference). Their random weights (std 0.15) amplify one bf16 rounding (2^-9 relative)
+// about ten-fold into the logits: rounding the matrices alone, all arithmetic exact, misses
+// the f32 goldens by 1.3e-2 (qwen3) ... 2.4e-2 (smollm2), 2.8e-2 (qwen2); each further
+// rounding point adds to that (a bf16 KV cache alone: llama 1.6e-2 -> 2.2e-2). The runner
+// rounds only where a bf16 model must (matmul inputs, the KV cache, the attention output;
+// the residual stream, norms, rope and softmax stay f32), plus the norm weights, which the
+// core converts to the model's dtype with the rest, as HF's bf16 models have them. A NumPy
+// emulation of exactly these rounding points gives the runner's numbers to three digits
+// (llama 2.85e-2, qwen2 3.36e-2, smollm2 4.35e-2; with f32 norm weights smollm2 would be
+// 2.95e-2), so no other error source is left. HF transformers run in bf16 rounds every
+// activation (residual stream included) and is further still from its own f32 logits (a
+// NumPy emulation of its rounding points: 3.3e-2 ... 5.7e-2). So the bound here is 5e-2,
+// above the measured 1.2e-2 ... 4.35e-2.
 TEST_F(Llm, every_golden_model_matches_hf_in_bf16_within_the_weights_rounding) {
   for (const char* name : kModels) {
     gk_model* m = load(folder(name), GK_DTYPE_BF16);
