@@ -1,14 +1,15 @@
 # SDK round trip, run by ctest (cmake -P):
 #   1. cmake --install the GPUkit build into a fresh prefix
 #   2. configure + build examples/third_party_plugin against it (find_package(gpukit))
-#   3. run CHECKER with GPUKIT_PLUGIN_PATH=<plugin build>/manifests
+#   3. run CHECKER (acme_relu serves relu) and MODEL_CHECKER (acme_tiny_lm serves a model
+#      through gk_model_load) with GPUKIT_PLUGIN_PATH=<plugin build>/manifests
 #   4. compile examples/c/hello.c against the prefix with pkg-config and run it there
 # Inputs (-D): GPUKIT_BUILD_DIR, WORK_DIR, EXAMPLE_SOURCE, HELLO_SOURCE, CHECKER,
-#              GENERATOR, C_COMPILER, LIBDIR.
+#              MODEL_CHECKER, GENERATOR, C_COMPILER, LIBDIR.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var GPUKIT_BUILD_DIR WORK_DIR EXAMPLE_SOURCE HELLO_SOURCE CHECKER GENERATOR C_COMPILER
-            LIBDIR)
+foreach(var GPUKIT_BUILD_DIR WORK_DIR EXAMPLE_SOURCE HELLO_SOURCE CHECKER MODEL_CHECKER
+            GENERATOR C_COMPILER LIBDIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_sdk_test.cmake: -D${var}=… is required")
   endif()
@@ -48,7 +49,8 @@ step("configure the out-of-tree plugin"
           -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_C_COMPILER=${C_COMPILER}
           -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 step("build the out-of-tree plugin" COMMAND ${CMAKE_COMMAND} --build ${plugin_build})
-foreach(f manifests/acme_relu.yaml plugins/libgpukit_acme_relu.so)
+foreach(f manifests/acme_relu.yaml plugins/libgpukit_acme_relu.so manifests/acme_tiny_lm.yaml
+          plugins/libgpukit_acme_tiny_lm.so)
   if(NOT EXISTS ${plugin_build}/${f})
     message(FATAL_ERROR "sdk: the plugin build lacks ${f}")
   endif()
@@ -57,6 +59,10 @@ endforeach()
 step("acme_relu serves relu (GPUKIT_PLUGIN_PATH=${plugin_build}/manifests)"
   COMMAND ${CMAKE_COMMAND} -E env GPUKIT_PLUGIN_PATH=${plugin_build}/manifests
           GPUKIT_PLUGINS_DISABLE= ${CHECKER})
+file(MAKE_DIRECTORY ${WORK_DIR}/tiny_model)
+step("acme_tiny_lm serves AcmeTinyLM through gk_model_load"
+  COMMAND ${CMAKE_COMMAND} -E env GPUKIT_PLUGIN_PATH=${plugin_build}/manifests
+          GPUKIT_PLUGINS_DISABLE= GPUKIT_DEVICE=cpu ${MODEL_CHECKER} ${WORK_DIR}/tiny_model)
 
 # pkg-config: compile the README's hello.c against the installed prefix and run it there;
 # the installed libgpukit finds the installed manifests beside itself.
