@@ -21,6 +21,10 @@ if ! compgen -G ".deps/libcli11-dev_*.deb" > /dev/null || \
     libsndfile1-dev libsndfile1 libflac12 libmp3lame0 libmpg123-0 libogg0 libopus0 \
     libvorbis0a libvorbisenc2 libsoxr-dev libsoxr0 libfftw3-dev libfftw3-double3)
 fi
+# openai-whisper's sdist: tests/asr/check_whisper_torch.py loads its audio.py (run_gpu.sh asr).
+if ! compgen -G ".whl/openai_whisper-*.tar.gz" > /dev/null; then
+  python3 -m pip download -q --no-deps --no-binary=:all: -d .whl openai-whisper==20250625
+fi
 if ! compgen -G ".whl/cffi-*.whl" > /dev/null; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

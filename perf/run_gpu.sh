@@ -6,13 +6,14 @@
 # run overwrites perf/baseline/<device>.md, the curated table the repository keeps (a copy
 # goes to $OUT/baseline/ too, since the device tool returns only $OUT); commit that file.
 #
-#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights|jit]
+#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights|jit|asr]
 #   (default: all, which is build, test, sanitize and bench;
 #   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
 #   copy path under several GPUKIT_TRANSFER_* settings; weights: only the weight loading
 #   benchmark, after a build; jit: the JIT launch tests and perf/jit/bench_jit.py against
-#   CuPy, after a build)
+#   CuPy, after a build; asr: asr_cuda against the cpu op and every device against
+#   openai-whisper's log_mel_spectrogram in torch, after a build)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (perf/fetch_gpu_deps.sh fills it, and .whl/) and are unpacked into a private prefix,
@@ -211,6 +212,27 @@ jit_run() {
 }
 if [[ $STAGE == jit ]]; then
   jit_run
+fi
+
+# The asr features on CUDA: asr_cuda against the cpu op (gpu_tests), then every device
+# against the real whisper.log_mel_spectrogram in torch, from the openai-whisper sdist that
+# perf/fetch_gpu_deps.sh puts in .whl/ (only its audio.py and utils.py are loaded).
+if [[ $STAGE == asr ]]; then
+  $BUILD/bin/gpu_tests --gtest_filter='*AsrGpu*' > "$OUT/gpu_tests_asr.log" 2>&1
+  rc=$?
+  grep -E '^\[ asr_cuda \]' "$OUT/gpu_tests_asr.log" | tee -a "$SUMMARY"
+  note "gpu_tests asr: exit $rc ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/gpu_tests_asr.log" | tr '\n' ' '))"
+  whisper_src=""
+  if compgen -G ".whl/openai_whisper-*.tar.gz" > /dev/null; then
+    mkdir -p /tmp/gpukit-whisper && tar -xzf .whl/openai_whisper-*.tar.gz -C /tmp/gpukit-whisper
+    whisper_src=$(dirname "$(ls -d /tmp/gpukit-whisper/*/whisper | head -1)")
+  fi
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 tests/asr/check_whisper_torch.py ${whisper_src:+--whisper-src "$whisper_src"} \
+    > "$OUT/check_whisper_torch.log" 2>&1
+  note "check_whisper_torch: exit $?"
+  tail -40 "$OUT/check_whisper_torch.log" | tee -a "$SUMMARY"
 fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
