@@ -198,7 +198,7 @@ endif
 # its seed corpus plus what earlier runs found ($(FUZZ_DIR)/fuzz/corpus/<target>); all run
 # even when one fails. A crash, a leak, an input slower than 30 s, or a process past
 # FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report) fails the step.
-FUZZ_TARGETS := manifest tensor_desc view dlpack weights tokenizer
+FUZZ_TARGETS := manifest tensor_desc view dlpack weights tokenizer audio
 FUZZ_APT_PACKAGES := clang libclang-rt-dev
 fuzz-deps:
 ifneq ($(SKIP_DEPS),1)

@@ -506,6 +506,36 @@ TOKENIZER = {
 }
 
 
+# ---- audio: a sound file's bytes (fuzz_audio.cpp). Encoded by the system libsndfile through
+# tests/asr/make_speech.py, so only formats it writes are seeded; a WAV header is written by
+# hand to claim far more frames than it holds. ----
+def audio_seeds():
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    sys.path.insert(0, str(HERE.parent / "asr"))
+    import make_speech
+
+    t = np.arange(160) / 8000.0
+    tone = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+    seeds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, samples, rate, fmt in (
+                ("pcm16_mono_8k.wav", tone, 8000, "wav"),
+                ("float_stereo_44k.wav", np.stack([tone, -tone], 1), 44100, "wav-float"),
+                ("mono_16k.flac", tone, 16000, "flac"),
+                ("mono_22k.ogg", np.tile(tone, 8), 22050, "ogg")):
+            path = make_speech.write_sound(f"{tmp}/{name}", samples, rate, fmt)
+            seeds[name] = pathlib.Path(path).read_bytes()
+    pcm = (tone * 32767).astype("<i2").tobytes()
+    fmt_chunk = struct.pack("<4sIHHIIHH", b"fmt ", 16, 1, 1, 8000, 16000, 2, 16)
+    seeds["claims_more_frames.wav"] = (b"RIFF" + struct.pack("<I", 0xFFFFFFF0) + b"WAVE" +
+                                       fmt_chunk + b"data" + struct.pack("<I", 0xFFFFFF00) + pcm)
+    return seeds
+
+
 def write(target, seeds):
     folder = CORPUS / target
     if folder.exists():
@@ -525,6 +555,7 @@ def main():
     write("manifest", MANIFEST)
     write("weights", WEIGHTS)
     write("tokenizer", TOKENIZER)
+    write("audio", audio_seeds())
 
 
 if __name__ == "__main__":

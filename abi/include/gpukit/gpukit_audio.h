@@ -22,15 +22,19 @@ extern "C" {
 
 /* The highest sample rate accepted in or out, in Hz (the sources' and the targets'). */
 #define GK_AUDIO_MAX_SAMPLE_RATE 768000
+/* The largest sample magnitude accepted: samples must be finite and within
+ * +-GK_AUDIO_MAX_SAMPLE_MAGNITUDE (far above any recording; float formats hold [-1, 1]). */
+#define GK_AUDIO_MAX_SAMPLE_MAGNITUDE 1000000
 
 /* Decodes the sound file at `path`, mixes it down to mono and resamples it to
  * `target_rate` Hz (0 keeps the file's own rate). *out receives a new 1-D contiguous f32
  * tensor [samples] on the cpu device (device 0), one reference owned by the caller
  * (gk_tensor_release); *out_source_rate (may be NULL) receives the file's sample rate.
  * Errors name the file and the reason: NOT_FOUND for a missing file, INVALID_ARGUMENT
- * for a file that is corrupt, in a format libsndfile does not read, or holds no samples,
- * and for a target_rate outside 0..GK_AUDIO_MAX_SAMPLE_RATE; RESOURCE_EXHAUSTED when the
- * samples would pass the runtime's largest tensor. Any thread. (ABI 1.9) */
+ * for a file that is corrupt, in a format libsndfile does not read, holds no samples or
+ * a sample out of range (see GK_AUDIO_MAX_SAMPLE_MAGNITUDE), and for a target_rate outside
+ * 0..GK_AUDIO_MAX_SAMPLE_RATE; RESOURCE_EXHAUSTED when the result would pass 2^31 samples
+ * (about 37 hours at 16 kHz). Any thread. (ABI 1.9) */
 GK_API gk_status gk_audio_load(gk_runtime* runtime, const char* path, int32_t target_rate,
                                int32_t* out_source_rate, gk_tensor** out);
 
@@ -39,8 +43,8 @@ GK_API gk_status gk_audio_load(gk_runtime* runtime, const char* path, int32_t ta
  * down to mono and resampled to `target_rate` Hz (0 keeps `sample_rate`). The samples are
  * read during the call only. *out receives a new 1-D contiguous f32 tensor on the cpu
  * device, owned by the caller. INVALID_ARGUMENT names the argument for frames < 1,
- * channels outside 1..1024, a rate outside 1..GK_AUDIO_MAX_SAMPLE_RATE, or a non-finite
- * sample. Any thread. (ABI 1.9) */
+ * channels outside 1..1024, a rate outside 1..GK_AUDIO_MAX_SAMPLE_RATE, or a sample
+ * that is not finite or passes GK_AUDIO_MAX_SAMPLE_MAGNITUDE. Any thread. (ABI 1.9) */
 GK_API gk_status gk_audio_from_samples(gk_runtime* runtime, const float* samples, int64_t frames,
                                        int32_t channels, int32_t sample_rate,
                                        int32_t target_rate, gk_tensor** out);

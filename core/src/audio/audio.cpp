@@ -59,13 +59,18 @@ sf_count_t memory_write(const void*, sf_count_t, void*) { return 0; }
 
 sf_count_t memory_tell(void* user) { return static_cast<MemoryFile*>(user)->position; }
 
-void check_finite(const float* samples, int64_t count, int64_t first_index,
-                  const std::string& what) {
+bool in_range(float sample) { return std::fabs(sample) <= kMaxSampleMagnitude; }
+
+void check_samples(const float* samples, int64_t count, int64_t first_index,
+                   const std::string& what) {
   for (int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(samples[i])) {
-      fail(GK_INVALID_ARGUMENT, what + ": sample " + std::to_string(first_index + i) + " is " +
-                                    (std::isnan(samples[i]) ? "NaN" : "infinite") +
-                                    "; audio samples must be finite");
+    if (!in_range(samples[i])) {
+      const float s = samples[i];
+      fail(GK_INVALID_ARGUMENT,
+           what + ": sample " + std::to_string(first_index + i) + " is " +
+               (std::isnan(s) ? std::string("NaN") : std::to_string(s)) +
+               "; audio samples must be finite and within +-" +
+               std::to_string(int64_t(kMaxSampleMagnitude)) + " (float formats hold [-1, 1])");
     }
   }
 }
@@ -121,14 +126,14 @@ std::vector<float> mix_down(const float* interleaved, int64_t frames, int32_t ch
   std::vector<float> mono(static_cast<size_t>(frames));
   if (channels == 1) {
     std::memcpy(mono.data(), interleaved, size_t(frames) * sizeof(float));
-    check_finite(mono.data(), frames, 0, what);
+    check_samples(mono.data(), frames, 0, what);
     return mono;
   }
   for (int64_t f = 0; f < frames; ++f) {
     const float* frame = interleaved + f * channels;
     double sum = 0.0;
     for (int32_t c = 0; c < channels; ++c) {
-      if (!std::isfinite(frame[c])) check_finite(frame, channels, f * channels, what);
+      if (!in_range(frame[c])) check_samples(frame, channels, f * channels, what);
       sum += frame[c];
     }
     mono[size_t(f)] = float(sum / channels);

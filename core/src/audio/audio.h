@@ -16,6 +16,9 @@ inline constexpr int64_t kMaxSamples = int64_t(1) << 31;
 inline constexpr int32_t kMaxChannels = 1024;
 // The highest sample rate in or out (GK_AUDIO_MAX_SAMPLE_RATE).
 inline constexpr int32_t kMaxSampleRate = 768000;
+// The largest sample magnitude accepted (GK_AUDIO_MAX_SAMPLE_MAGNITUDE): far above any real
+// recording, low enough that resampling filters cannot overflow f32.
+inline constexpr float kMaxSampleMagnitude = 1.0e6f;
 
 struct Mono {
   std::vector<float> samples;
@@ -23,7 +26,8 @@ struct Mono {
 };
 
 // Decodes the file at `path` to mono. NOT_FOUND when it does not exist; INVALID_ARGUMENT
-// naming the file when libsndfile cannot read it, it holds no samples or a non-finite one;
+// naming the file when libsndfile cannot read it, it holds no samples, or a sample that is
+// not finite or passes kMaxSampleMagnitude;
 // RESOURCE_EXHAUSTED past `max_samples`.
 Mono decode_file(const std::string& path, int64_t max_samples = kMaxSamples);
 
@@ -32,7 +36,7 @@ Mono decode_memory(const void* data, size_t size, const std::string& name,
                    int64_t max_samples = kMaxSamples);
 
 // Averages the channels of each of `frames` interleaved frames. INVALID_ARGUMENT (naming
-// `what`) for a non-finite sample.
+// `what`) for a sample that is not finite or passes kMaxSampleMagnitude.
 std::vector<float> mix_down(const float* interleaved, int64_t frames, int32_t channels,
                             const std::string& what);
 
