@@ -266,6 +266,30 @@ TEST_F(Jit, eight_processes_compiling_one_source_at_once_leave_one_valid_entry) 
   }
 }
 
+TEST_F(Jit, threads_compiling_one_source_at_once_share_one_compile) {
+  const std::string source = unique_source("threads");
+  const int64_t before = jit::Nvrtc::compile_count();
+  std::vector<std::thread> threads;
+  std::vector<gk_jit_module*> modules(8, nullptr);
+  std::vector<gk_status> statuses(8, GK_UNKNOWN);
+  for (size_t i = 0; i < modules.size(); ++i) {
+    threads.emplace_back([&, i] {
+      gk_jit_options o = GK_JIT_OPTIONS_INIT;
+      o.sm_version = 80;
+      statuses[i] = gk_jit_compile(rt_.get(), 0, source.c_str(), &o, &modules[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < modules.size(); ++i) ASSERT_EQ(statuses[i], GK_OK) << i;
+  const std::string key = info_of(modules[0]).key;
+  for (gk_jit_module* m : modules) {
+    EXPECT_EQ(std::string(info_of(m).key), key);
+    gk_jit_module_release(m);
+  }
+  EXPECT_EQ(jit::Nvrtc::compile_count(), before + 1);
+  EXPECT_EQ(entries().size(), 1u);
+}
+
 TEST_F(Jit, the_size_limit_removes_the_least_recently_used_entries) {
   const std::string a = unique_source("lru-a"), b = unique_source("lru-b"),
                     c = unique_source("lru-c");
