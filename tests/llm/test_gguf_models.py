@@ -44,12 +44,24 @@ def _row_err(ours, ref):
     return float((np.abs(ours - ref).max(axis=1) / np.abs(ref).max(axis=1)).max())
 
 
+def _device(kind):
+    """"cpu", or "cuda" when the runtime has a CUDA device (else the test skips)."""
+    if kind == "cuda":
+        try:
+            gpukit.Runtime().device("cuda")
+        except Exception as e:  # no CUDA device, or a build without CUDA
+            pytest.skip(f"no CUDA device: {e}")
+    return kind
+
+
+@pytest.mark.parametrize("kind", ["cpu", "cuda"])
 @pytest.mark.parametrize("name", ["gpt2", "llama3"])
-def test_a_gguf_runs_as_its_safetensors_folder(name, tmp_path):
+def test_a_gguf_runs_as_its_safetensors_folder(name, kind, tmp_path):
+    device = _device(kind)
     path = tmp_path / f"{name}.gguf"
     gguf_models.write(name, path)
-    from_gguf = gpukit.llm.load(str(path), device="cpu")
-    from_folder = gpukit.llm.load(os.path.join(GOLDEN, name), device="cpu")
+    from_gguf = gpukit.llm.load(str(path), device=device)
+    from_folder = gpukit.llm.load(os.path.join(GOLDEN, name), device=device)
     assert from_gguf.architecture == from_folder.architecture
     assert from_gguf.vocab_size == 320
     g = _golden(name)
