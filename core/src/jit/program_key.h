@@ -10,6 +10,7 @@
 // <cuda_fp16.h>, covered by the NVRTC version) counts by its name.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
