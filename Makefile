@@ -14,7 +14,8 @@
 #               tests/fuzz (FUZZ_TARGETS) and runs each for FUZZ_SECONDS from its seed corpus
 #               (tests/fuzz/corpus/<target>); fails on a crash, hang, leak or broken ABI
 #               contract, leaving the input in build-asan/fuzz/artifacts/.
-#   make tsan   the core tests labelled core_threads under ThreadSanitizer (build-tsan).
+#   make tsan   the tests labelled core_threads and llm_threads under ThreadSanitizer
+#               (build-tsan).
 #
 # Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
 #        the main build), FUZZ_SECONDS (per fuzz target; default 60, 30 under CI=true),
@@ -241,16 +242,18 @@ ifneq ($(SKIP_FUZZ),1)
 	if [ -n "$$failed" ]; then echo "make fuzz: failed:$$failed"; exit 1; fi
 endif
 
-# The core tests labelled core_threads (tests/core/CMakeLists.txt) under ThreadSanitizer,
-# built in a folder of their own with only the core tests and the cpu plugin.
+# The tests labelled core_threads (tests/core/CMakeLists.txt) and llm_threads (the llm model
+# test whose eight threads each drive a session: tests/llm/CMakeLists.txt) under
+# ThreadSanitizer, built in a folder of their own with only those two test binaries and the
+# cpu and llm plugins.
 tsan: deps
 ifneq ($(SKIP_TSAN),1)
 	cmake -G Ninja -S . -B $(TSAN_DIR) \
 	  -DGPUKIT_SANITIZE=thread -DGPUKIT_CUDA=OFF \
 	  -DGPUKIT_BUILD_CLI=OFF -DGPUKIT_BUILD_EXAMPLES=OFF
-	cmake --build $(TSAN_DIR) -j $(JOBS) --target core_tests gpukit_cpu
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target core_tests gpukit_cpu gpukit_llm llm_model_tests
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L '^core_threads$$' \
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L '^(core_threads|llm_threads)$$' \
 	  --no-tests=error
 endif
 
