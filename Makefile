@@ -196,12 +196,15 @@ sanitize-configure: deps fuzz-deps
 # The core, C-ABI and loader suites, and each fuzz corpus replayed once, under ASan+UBSan.
 # Only the suites these labels run are built.
 ASAN_LABELS := ^(core|core_threads|c_abi|loader|fuzz)$$
+# Leaks inside third-party libraries that our code cannot free (each line says why).
+LSAN_SUPPRESSIONS := $(CURDIR)/tests/fuzz/lsan.supp
 ASAN_TARGETS := core_tests tokenizer_tests c_abi_test c_abi_plugin_header c_abi_dlpack_header \
                 c_abi_layout_test loader_test gpukit_plugins gpukit_fuzz_targets
 asan: sanitize-configure
 ifneq ($(SKIP_ASAN),1)
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target $(ASAN_TARGETS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LSAN_OPTIONS=suppressions=$(LSAN_SUPPRESSIONS) \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L '$(ASAN_LABELS)' \
 	  --no-tests=error
 endif
@@ -227,6 +230,7 @@ ifneq ($(SKIP_FUZZ),1)
 	  dict=""; [ ! -f "tests/fuzz/$$t.dict" ] || dict="-dict=tests/fuzz/$$t.dict"; \
 	  echo "==> fuzz_$$t for $(FUZZ_SECONDS) s (log: $$work/$$t.log)"; \
 	  rc=0; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    LSAN_OPTIONS=suppressions=$(LSAN_SUPPRESSIONS) \
 	    timeout -s KILL $$(( $(FUZZ_SECONDS) + 120 )) \
 	    "$(ASAN_DIR)/bin/fuzz_$$t" -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -timeout=30 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict \
