@@ -11,6 +11,7 @@
 
 #include "asr/log_mel.cuh"
 #include "asr/mel_params.h"
+#include "cuda_device_guard.h"
 #include "gpukit/gpukit_plugin.h"
 
 namespace gk::plugins::asr_cuda {
@@ -103,28 +104,6 @@ bool resolve(const gk_kernel_args* args, ka::LogMelProblem* p, asr::MelParams* m
   }
   return true;
 }
-
-class DeviceGuard {
- public:
-  DeviceGuard() = default;
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-  cudaError_t enter(int ordinal) {
-    cudaError_t err = cudaGetDevice(&previous_);
-    if (err != cudaSuccess) return err;
-    if (previous_ == ordinal) return cudaSuccess;
-    err = cudaSetDevice(ordinal);
-    switched_ = err == cudaSuccess;
-    return err;
-  }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
 
 gk_status init(const gk_host_services* host, void** state) {
   try {

@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "cuda_device_guard.h"
 #include "glue.h"
 
 namespace gk::plugins::reductions_cuda {
@@ -45,31 +46,6 @@ void write_reason(const std::string& why, char* reason, size_t capacity) {
 void report(const gk_host_services* host, const std::string& msg) {
   if (host && host->report_error) host->report_error(host->host_context, msg.c_str());
 }
-
-// Makes the call's device current for the calling thread; restores the previous
-// one when it goes out of scope, so the caller's cudart state is left as found.
-class DeviceGuard {
- public:
-  DeviceGuard() = default;
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
-  cudaError_t enter(int ordinal) {
-    cudaError_t err = cudaGetDevice(&previous_);
-    if (err != cudaSuccess) return err;
-    if (previous_ == ordinal) return cudaSuccess;
-    err = cudaSetDevice(ordinal);
-    switched_ = err == cudaSuccess;
-    return err;
-  }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
 
 gk_status init(const gk_host_services* host, void** state) {
   try {
