@@ -135,22 +135,23 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
   Tensor pos = ops.scratch({t, c.hidden}, m.dtype);
   ops.call("embedding", {&m.tok_embd, &tokens}, {&tok});
   ops.call("embedding", {&m.pos_embd, &positions}, {&pos});
-  Tensor x = ops.add(ops.to(tok, GK_DTYPE_F32), ops.to(pos, GK_DTYPE_F32));
+  Residual x(ops.add(ops.to(tok, GK_DTYPE_F32), ops.to(pos, GK_DTYPE_F32)));
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
-    Tensor h = ops.layernorm(x, l.attn_norm, l.attn_norm_b, c.eps);
+    Tensor h = x.norm(ops, l.attn_norm, l.attn_norm_b, c.eps, false);
     Tensor qkv = ops.linear(h, l.wqkv, l.bqkv, in_out);
     Tensor o = attend(s, ops, i, qkv_part(qkv, c, 0), qkv_part(qkv, c, 1), qkv_part(qkv, c, 2));
-    x = ops.add(x, ops.linear(o, l.wo, l.bo, in_out));
+    x.add(ops.linear(o, l.wo, l.bo, in_out));
 
-    h = ops.layernorm(x, l.ffn_norm, l.ffn_norm_b, c.eps);
+    h = x.norm(ops, l.ffn_norm, l.ffn_norm_b, c.eps, false);
     Tensor up = ops.linear(h, l.w_up, l.b_up, in_out);
     Tensor act = ops.scratch({t, c.ffn});
     ops.call("gelu", {&up}, {&act}, {attr_string("approximate", "tanh")});
-    x = ops.add(x, ops.linear(act, l.w_down, l.b_down, in_out));
+    x.add(ops.linear(act, l.w_down, l.b_down, in_out));
   }
-  Tensor last = x.rows(t - logits.shape[0], logits.shape[0]);
-  project_logits(ops, m, ops.layernorm(last, m.out_norm, m.out_norm_b, c.eps), logits);
+  const int64_t rows = logits.shape[0];
+  project_logits(ops, m, x.norm(ops, m.out_norm, m.out_norm_b, c.eps, false, t - rows, rows),
+                 logits);
 }
 
 }  // namespace

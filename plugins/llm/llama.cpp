@@ -309,10 +309,11 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
   const int64_t t = tokens.shape[0];
   Tensor embedded = ops.scratch({t, c.hidden}, m.dtype);
   ops.call("embedding", {&m.tok_embd, &tokens}, {&embedded});
-  Tensor x = ops.to(embedded, GK_DTYPE_F32);
+  Residual x(ops.to(embedded, GK_DTYPE_F32));
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
-    Tensor h = ops.rmsnorm(x, l.attn_norm, c.eps);
+    // Cast once for the projections that read it (each casts again only for another dtype).
+    Tensor h = ops.to(x.norm(ops, l.attn_norm, Tensor{}, c.eps, true), l.wq.dtype);
     Tensor q = ops.linear(h, l.wq, l.bq, false).reshaped({1, t, c.heads, c.head_dim});
     Tensor k = ops.linear(h, l.wk, l.bk, false).reshaped({1, t, c.kv_heads, c.head_dim});
     Tensor v = ops.linear(h, l.wv, l.bv, false).reshaped({1, t, c.kv_heads, c.head_dim});
@@ -323,17 +324,17 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
     rotate(ops, c, q, positions);
     rotate(ops, c, k, positions);
     Tensor o = attend(s, ops, i, q, k, v);
-    x = ops.add(x, ops.linear(o, l.wo, l.bo, false));
+    x.add(ops.linear(o, l.wo, l.bo, false));
 
-    h = ops.rmsnorm(x, l.ffn_norm, c.eps);
+    h = ops.to(x.norm(ops, l.ffn_norm, Tensor{}, c.eps, true), l.w_gate.dtype);
     Tensor gate = ops.linear(h, l.w_gate, Tensor{}, false);
     Tensor up = ops.linear(h, l.w_up, Tensor{}, false);
     Tensor act = ops.scratch({t, c.ffn});
     ops.call("swiglu", {&gate, &up}, {&act});
-    x = ops.add(x, ops.linear(act, l.w_down, Tensor{}, false));
+    x.add(ops.linear(act, l.w_down, Tensor{}, false));
   }
-  Tensor last = x.rows(t - logits.shape[0], logits.shape[0]);
-  project_logits(ops, m, ops.rmsnorm(last, m.out_norm, c.eps), logits);
+  const int64_t rows = logits.shape[0];
+  project_logits(ops, m, x.norm(ops, m.out_norm, Tensor{}, c.eps, true, t - rows, rows), logits);
 }
 
 }  // namespace

@@ -192,6 +192,35 @@ Tensor Ops::layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double 
   return y;
 }
 
+Tensor Ops::add_norm(const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b,
+                     double eps, bool rms, Tensor& sum) {
+  Tensor y = scratch({x.shape[0], x.shape[1]});
+  sum = scratch({x.shape[0], x.shape[1]});
+  if (rms) {
+    call("add_rmsnorm", {&x, &residual, &w}, {&y, &sum}, {attr_float("eps", eps)});
+  } else {
+    call("add_layernorm", {&x, &residual, &w, &b}, {&y, &sum}, {attr_float("eps", eps)});
+  }
+  return y;
+}
+
+void Residual::add(const Tensor& branch) {
+  if (pending_) fail(GK_INTERNAL, "llm runner: two block outputs wait for one norm");
+  pending_ = branch;
+}
+
+Tensor Residual::norm(Ops& ops, const Tensor& w, const Tensor& b, double eps, bool rms,
+                      int64_t first, int64_t count) {
+  if (count < 0) count = x_.shape[0] - first;
+  const Tensor x = x_.rows(first, count);
+  if (!pending_) return rms ? ops.rmsnorm(x, w, eps) : ops.layernorm(x, w, b, eps);
+  Tensor sum;
+  Tensor y = ops.add_norm(pending_.rows(first, count), x, w, b, eps, rms, sum);
+  x_ = sum;
+  pending_ = Tensor{};
+  return y;
+}
+
 // ---- weights ----
 
 WeightTable::WeightTable(const gk_plugin_weight* weights, int64_t count, std::string architecture)

@@ -78,6 +78,9 @@ class Ops {
   Tensor add(const Tensor& a, const Tensor& b);
   Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps);
   Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps);
+  // x + residual into `sum`, and its norm (rmsnorm when `b` is empty and `rms`), one op.
+  Tensor add_norm(const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b,
+                  double eps, bool rms, Tensor& sum);
 
   // Memory that outlives the step (the caller frees it with host->free).
   void* keep(uint64_t bytes);
@@ -87,6 +90,25 @@ class Ops {
   int32_t device_;
   void* stream_;
   std::vector<void*> scratch_;
+};
+
+// The residual stream of a pre-norm decoder and the block output still to be added to it.
+// The add happens in the next norm (add_rmsnorm / add_layernorm): one op instead of two,
+// and one pass over the stream instead of three.
+class Residual {
+ public:
+  explicit Residual(const Tensor& x) : x_(x) {}
+  // `branch` [T, D] is added to the stream at the next norm (only one may wait).
+  void add(const Tensor& branch);
+  // The norm of the stream (with what waits added) over its rows [first, first + count):
+  // rmsnorm when `rms`, else layernorm with bias `b`. Past the last layer `first` skips the
+  // rows whose logits are not wanted.
+  Tensor norm(Ops& ops, const Tensor& w, const Tensor& b, double eps, bool rms,
+              int64_t first = 0, int64_t count = -1);
+
+ private:
+  Tensor x_;
+  Tensor pending_;
 };
 
 enum class Family { kLlama, kGpt2 };
