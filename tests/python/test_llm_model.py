@@ -199,6 +199,17 @@ def test_token_streams_and_batches_of_the_golden_models_equal_single_generations
     assert len(out[1]) == 20
 
 
+def test_a_greedy_batch_draws_every_row_in_one_call_and_equals_singles():
+    # All rows greedy: the batch draws them with one sample call on the device.
+    model = gpukit.llm.load(os.path.join(GOLDEN, "qwen2"), device="cpu")
+    a, b = _golden("qwen2", "prompt"), _golden("qwen2", "prompt_b")
+    out = model.generate([a, b, a], max_new_tokens=[16, 16, 9])
+    assert out[2] == out[0][:len(out[2])]  # greedy: the same prompt gives a prefix
+    assert out[0] == model.generate(a, max_new_tokens=16)
+    assert out[1] == model.generate(b, max_new_tokens=16)
+    assert out[2] == model.generate(a, max_new_tokens=9)
+
+
 def test_a_batch_takes_and_drops_sequences_between_steps():
     model = gpukit.llm.load(os.path.join(GOLDEN, "qwen3"), device="cpu")
     a, b = _golden("qwen3", "prompt"), _golden("qwen3", "prompt_b")

@@ -175,10 +175,22 @@ gk_tensor* new_device_tensor(ModelState& m, int32_t dtype, std::initializer_list
   return t;
 }
 
-// One decode step of several sessions of one model: their logits [count * vocab] on the
-// host. One forward pass where the plugin batches (plugin ABI 1.2 batch_step), else one
-// step per session.
-std::vector<float> run_batch_step(gk_session* const* sessions, int32_t count,
+// Row `row` of a [rows, vocab] tensor as a [1, vocab] tensor over the same memory.
+TensorRef row_view(const gk_tensor& t, int64_t row) {
+  gk_tensor_desc d = desc_of(t);
+  d.shape[0] = 1;
+  const uint64_t offset = uint64_t(row) * uint64_t(t.strides[0]) * uint64_t(gk_dtype_size(t.dtype));
+  gk_tensor* v = new_tensor(*t.runtime, t.runtime->shared_from_this(), *t.device, d,
+                            static_cast<char*>(t.data) + offset);
+  v->allocation = t.allocation;
+  v->data_offset = t.data_offset + offset;
+  return TensorRef(v);
+}
+
+// One decode step of several sessions of one model: their logits [count, vocab] f32 on the
+// model's device (they stay there: sampling runs there too). One forward pass where the
+// plugin batches (plugin ABI 1.2 batch_step), else one step per session.
+TensorRef run_batch_step(gk_session* const* sessions, int32_t count,
                                   const int32_t* tokens, const std::string& function) {
   if (count < 1) {
     fail(GK_INVALID_ARGUMENT, function + ": count " + std::to_string(count) + " is not >= 1");
@@ -218,20 +230,17 @@ std::vector<float> run_batch_step(gk_session* const* sessions, int32_t count,
                                 std::to_string(s.capacity) + " positions");
     }
   }
-  std::vector<float> out(size_t(count) * size_t(vocab));
+  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {count, vocab}, function));
   const bool batches = m.api->struct_size >= GK_MODEL_API_SIZE_1_2 && m.api->batch_step;
   if (!batches) {
     for (int32_t i = 0; i < count; ++i) {
-      TensorRef logits = run_step(*sessions[i], tokens + i, 1, false, function.c_str());
-      check(gk_copy_to_host(logits.t, out.data() + size_t(i) * size_t(vocab),
-                            uint64_t(vocab) * 4, nullptr),
-            function);
+      TensorRef row = run_step(*sessions[i], tokens + i, 1, false, function.c_str());
+      check(gk_copy(row_view(*logits.t, i).t, row.t, nullptr), function);
     }
-    return out;
+    return logits;
   }
   TensorRef ids(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
   TensorRef pos(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
-  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {count, vocab}, function));
   check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
   check(gk_copy_from_host(pos.t, positions.data(), uint64_t(count) * 4, nullptr), function);
   std::vector<void*> handles(static_cast<size_t>(count), nullptr);
@@ -244,8 +253,7 @@ std::vector<float> run_batch_step(gk_session* const* sessions, int32_t count,
     check_plugin(m.api->batch_step(m.handle, handles.data(), count, &args), *m.plugin, function);
   }
   for (int32_t i = 0; i < count; ++i) sessions[i]->length += 1;
-  check(gk_copy_to_host(logits.t, out.data(), uint64_t(out.size()) * 4, nullptr), function);
-  return out;
+  return logits;
 }
 
 void check_generate_options(const gk_generate_options& o, int32_t capacity,
@@ -289,11 +297,11 @@ void apply_repetition_penalty(float* row, int64_t vocab, const std::vector<int32
   }
 }
 
-// The sample op over `logits` [1, vocab] on the device (penalty applied already), into the
-// i32 [1] `ids`; `offset` is the session's length, so each draw of a seeded generation
-// differs from the last, and repeats.
-int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits, gk_tensor* ids,
-                  int64_t offset, const char* function) {
+// The sample op over `logits` [rows, vocab] on the device (penalty applied already), into
+// the i32 [rows] `ids`; `offset` is the session's length, so each draw of a seeded
+// generation differs from the last, and repeats.
+void sample_op_rows(ModelState& m, const gk_generate_options& o, gk_tensor* logits,
+                    gk_tensor* ids, int64_t offset, const char* function) {
   gk_attr attrs[6] = {};
   attrs[0] = gk_attr{"temperature", GK_ATTR_FLOAT, 0, {}};
   attrs[0].value.f = o.temperature;
@@ -311,6 +319,12 @@ int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits
   gk_tensor* outs[1] = {ids};
   gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, nullptr};
   check(gk_op_call(&m.runtime, "sample", &call), function);
+}
+
+// sample_op_rows over one row, its token copied to the host.
+int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits, gk_tensor* ids,
+                  int64_t offset, const char* function) {
+  sample_op_rows(m, o, logits, ids, offset, function);
   int32_t token = 0;
   check(gk_copy_to_host(ids, &token, 4, nullptr), function);
   return token;
@@ -379,25 +393,23 @@ struct BatchSequence {
   std::vector<int32_t> seen;         // the prompt, then the generated tokens
   std::vector<int32_t> generated;
   bool finished = false;
-  // The sample op's input and output, made at the first draw.
-  gk_tensor* row = nullptr;
-  gk_tensor* ids = nullptr;
+  gk_tensor* ids = nullptr;  // the sample op's output, made at the first draw
 
   ~BatchSequence() { finish(); }
 
-  // The next token from this sequence's row of host logits, with its own options; the
-  // same draws as gk_session_generate.
-  int32_t sample(ModelState& m, const float* logits, const char* function) {
+  bool greedy() const { return options.temperature == 0 && options.repetition_penalty == 1.0; }
+
+  // The next token from this sequence's logits `row` [1, vocab] on the device, with its own
+  // options; the same draws as gk_session_generate. A repetition penalty rewrites the row.
+  int32_t sample(ModelState& m, gk_tensor* row, const char* function) {
     const int64_t vocab = m.info.vocab_size;
-    if (!row) row = new_device_tensor(m, GK_DTYPE_F32, {1, vocab}, function);
     if (!ids) ids = new_device_tensor(m, GK_DTYPE_I32, {1}, function);
-    std::vector<float> penalized;
     if (options.repetition_penalty != 1.0) {
-      penalized.assign(logits, logits + vocab);
+      std::vector<float> penalized(static_cast<size_t>(vocab));
+      check(gk_copy_to_host(row, penalized.data(), uint64_t(vocab) * 4, nullptr), function);
       apply_repetition_penalty(penalized.data(), vocab, seen, options.repetition_penalty);
-      logits = penalized.data();
+      check(gk_copy_from_host(row, penalized.data(), uint64_t(vocab) * 4, nullptr), function);
     }
-    check(gk_copy_from_host(row, logits, uint64_t(vocab) * 4, nullptr), function);
     return sample_op(m, options, row, ids, session->length.load(), function);
   }
 
@@ -417,9 +429,8 @@ struct BatchSequence {
   void finish() {
     finished = true;
     session.reset();
-    gk_tensor_release(row);
     gk_tensor_release(ids);
-    row = ids = nullptr;
+    ids = nullptr;
   }
 };
 }  // namespace gk
@@ -690,9 +701,11 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
 GK_API gk_status gk_session_step_batch(gk_session* const* sessions, int32_t count,
                                        const int32_t* tokens, float* logits_out) {
   return gk::c_guard([&] {
-    std::vector<float> logits =
-        gk::run_batch_step(sessions, count, tokens, "gk_session_step_batch");
-    if (logits_out) std::copy(logits.begin(), logits.end(), logits_out);
+    gk::TensorRef logits = gk::run_batch_step(sessions, count, tokens, "gk_session_step_batch");
+    if (logits_out) {
+      const uint64_t bytes = uint64_t(count) * uint64_t(sessions[0]->model->info.vocab_size) * 4;
+      gk::check(gk_copy_to_host(logits.t, logits_out, bytes, nullptr), "gk_session_step_batch");
+    }
   });
 }
 
@@ -741,9 +754,7 @@ GK_API gk_status gk_batch_add(gk_batch* batch, const int32_t* prompt, int32_t co
     if (options->max_tokens == 0) {
       seq->finish();
     } else {
-      std::vector<float> row(size_t(m.info.vocab_size));
-      gk::check(gk_copy_to_host(logits.t, row.data(), row.size() * 4, nullptr), fn);
-      seq->accept(seq->sample(m, row.data(), fn));
+      seq->accept(seq->sample(m, logits.t, fn));
     }
     seq->id = batch->next_id++;
     *out_id = seq->id;
@@ -766,13 +777,20 @@ GK_API gk_status gk_batch_step(gk_batch* batch, int32_t* out_active) {
     }
     if (!active.empty()) {
       gk::ModelState& m = *batch->model;
-      const size_t vocab = size_t(m.info.vocab_size);
-      std::vector<float> logits =
-          gk::run_batch_step(sessions.data(), int32_t(sessions.size()), tokens.data(), fn);
+      const int32_t count = int32_t(sessions.size());
+      gk::TensorRef logits = gk::run_batch_step(sessions.data(), count, tokens.data(), fn);
       // Every draw first, then the callbacks: a failed draw leaves no sequence half-done.
+      // The logits stay on the device: greedy rows are all drawn by one sample call and one
+      // copy of `count` ids, the others row by row with their own options.
       std::vector<int32_t> next(active.size());
-      for (size_t i = 0; i < active.size(); ++i) {
-        next[i] = active[i]->sample(m, logits.data() + i * vocab, fn);
+      if (std::all_of(active.begin(), active.end(), [](auto* s) { return s->greedy(); })) {
+        gk::TensorRef ids(gk::new_device_tensor(m, GK_DTYPE_I32, {count}, fn));
+        gk::sample_op_rows(m, active[0]->options, logits.t, ids.t, 0, fn);
+        gk::check(gk_copy_to_host(ids.t, next.data(), uint64_t(count) * 4, nullptr), fn);
+      } else {
+        for (size_t i = 0; i < active.size(); ++i) {
+          next[i] = active[i]->sample(m, gk::row_view(*logits.t, int64_t(i)).t, fn);
+        }
       }
       for (size_t i = 0; i < active.size(); ++i) active[i]->accept(next[i]);
     }
