@@ -3,7 +3,7 @@
 one process on the GPU machine (issue 30's table; docs/kernels/llm.md keeps the results).
 
     python3 perf/llm/bench_decode.py [--models llama-3.2-1b,qwen2.5-0.5b] [--prompt 512]
-                                     [--new 64] [--runs 3] [--json OUT.json]
+                                     [--new 64] [--runs 3] [--batch 1] [--json OUT.json]
 
 Each model is built by transformers from its published configuration with random weights
 (speed does not depend on the values), saved as SafeTensors, and loaded by both sides in
@@ -16,6 +16,9 @@ bf16 on the GPU. Per model and side:
   roofline  the bytes a decode step must read (every weight once, tied embeddings once, and
             the KV cache at the mean context) per ms/token, as a fraction of this run's
             device-to-device copy bandwidth (read + write bytes / time of a 1 GiB copy).
+With --batch N > 1, N sequences of --prompt distinct random ids decode together (ours: one
+gk_batch, whose prompts are prefilled one by one and then step together; HF: generate over
+an [N, prompt] batch), and decode tokens/s counts the tokens of all N sequences.
 Timing: wall clock around calls that return to the host (both sides synchronise), warm-up
 first, the median of --runs. Correctness: the first decode step's logits (ours vs HF,
 relative Frobenius error) and the index where the greedy tokens first differ (random weights
@@ -173,12 +176,50 @@ def bench(name: str, prompt_len: int, new: int, runs: int, copy_gbs: float) -> d
     return row
 
 
+def bench_batch(name: str, batch: int, prompt_len: int, new: int, runs: int) -> dict:
+    row = {"model": name, "batch": batch, "prompt": prompt_len, "new": new}
+    with tempfile.TemporaryDirectory() as folder:
+        hf, cfg = build_model(name, folder)
+        rng = np.random.default_rng(31)
+        prompts = rng.integers(0, cfg.vocab_size, (batch, prompt_len))
+        ids = torch.tensor(prompts, device="cuda")
+        with torch.inference_mode():
+            hf_prefill = timed(lambda: hf(ids, use_cache=True), runs)
+            hf_total = timed(lambda: hf.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                min_new_tokens=new, do_sample=False, pad_token_id=0), runs)
+        del hf
+        torch.cuda.empty_cache()
+        ours = gpukit.llm.load(folder, device="cuda", dtype="bf16")
+        lists = [p.tolist() for p in prompts]
+
+        def our_prefill():
+            for p in lists:
+                ours.session(max_context=prompt_len + new + 1).step(p)
+
+        def our_generate():
+            b = ours.batch(max_context=prompt_len + new + 1)
+            for p in lists:
+                b.add(p, max_new_tokens=new)
+            while b.step():
+                pass
+
+        our_prefill_s = timed(our_prefill, runs)
+        our_total = timed(our_generate, runs)
+    for side, prefill_s, total_s in (("hf", hf_prefill, hf_total),
+                                     ("ours", our_prefill_s, our_total)):
+        row[side] = {"decode_tok_s": batch * new / max(total_s - prefill_s, 1e-9)}
+    row["decode_ratio"] = row["ours"]["decode_tok_s"] / row["hf"]["decode_tok_s"]
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="llama-3.2-1b,qwen2.5-0.5b")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -189,6 +230,13 @@ def main() -> int:
           f"transformers {transformers.__version__}, torch {torch.__version__}")
     rows = []
     for name in args.models.split(","):
+        if args.batch > 1:
+            row = bench_batch(name, args.batch, args.prompt, args.new, args.runs)
+            rows.append(row)
+            print(f"{name}: batch {args.batch}, prompt {args.prompt}, {args.new} new tokens each,"
+                  f" bf16: decode tok/s hf {row['hf']['decode_tok_s']:.0f}, ours "
+                  f"{row['ours']['decode_tok_s']:.0f}, ours/hf {row['decode_ratio']:.2f}x")
+            continue
         row = bench(name, args.prompt, args.new, args.runs, copy_gbs)
         rows.append(row)
         if "error" in row:
