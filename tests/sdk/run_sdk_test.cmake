@@ -34,7 +34,7 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 step("install the SDK into ${prefix}"
   COMMAND ${CMAKE_COMMAND} --install ${GPUKIT_BUILD_DIR} --prefix ${prefix})
 foreach(f include/gpukit/gpukit.h include/gpukit/gpukit_plugin.h include/gpukit/gpukit_dlpack.h
-          include/gpukit/gpukit_audio.h
+          include/gpukit/gpukit_audio.h include/gpukit/gpukit_runtime.h include/gpukit/gpukit_model.h
           ${LIBDIR}/cmake/gpukit/gpukitConfig.cmake
           ${LIBDIR}/cmake/gpukit/gpukitConfigVersion.cmake
           ${LIBDIR}/cmake/gpukit/GpukitPlugin.cmake ${LIBDIR}/pkgconfig/gpukit.pc

@@ -1,9 +1,10 @@
 """Generates the cffi declarations from the public C headers (never copied by hand).
 
-A small preprocessor, enough for gpukit.h and gpukit_dlpack.h: it strips comments,
-evaluates #if/#ifdef/#ifndef/#elif/#else/#endif with nothing predefined (so neither
-__cplusplus nor _WIN32 nor GK_BUILDING_LIBRARY is set and GK_API is empty), drops
-#include and function-like macros, keeps object-like integer macros as cffi
+A small preprocessor, enough for gpukit.h (and the per-concept headers it includes) and
+gpukit_dlpack.h: it strips comments, evaluates #if/#ifdef/#ifndef/#elif/#else/#endif with
+nothing predefined (so neither __cplusplus nor _WIN32 nor GK_BUILDING_LIBRARY is set and
+GK_API is empty), reads a quoted #include of a header beside the including one in place
+(each header once) and drops the others (<stdint.h>, …), drops function-like macros, keeps object-like integer macros as cffi
 ``#define NAME value`` lines and substitutes them where cffi needs a constant
 (array sizes such as ``shape[GK_MAX_DIMS]``).
 """
@@ -31,7 +32,7 @@ def _eval_condition(expr: str, defines: dict) -> bool:
     return bool(eval(expr, {"__builtins__": {}}, {}))  # noqa: S307 (header text only)
 
 
-def _preprocess(text: str, defines: dict) -> list:
+def _preprocess(text: str, defines: dict, folder: str = "", seen: set | None = None) -> list:
     text = _COMMENT.sub(" ", text)
     text = re.sub(r"\\\n", " ", text)
     out = []
@@ -77,6 +78,12 @@ def _preprocess(text: str, defines: dict) -> list:
                     v = int(shift.group(1)) << int(shift.group(2))
                     out.append(f"#define {name} {v}")
                     defines[name] = v
+            elif directive == "include" and active and rest.startswith('"'):
+                path = os.path.join(folder, rest.strip('"'))
+                if os.path.isfile(path) and os.path.realpath(path) not in seen:
+                    seen.add(os.path.realpath(path))
+                    with open(path, encoding="utf-8") as f:
+                        out += _preprocess(f.read(), defines, os.path.dirname(path), seen)
             elif directive == "error" and active:
                 raise RuntimeError(f"header says #error {rest}")
             continue
@@ -89,9 +96,13 @@ def cdef_from_headers(paths) -> str:
     """The cffi cdef text for the given headers, in order."""
     defines: dict = {}
     lines: list = []
+    seen: set = set()
     for path in paths:
+        if os.path.realpath(path) in seen:
+            continue
+        seen.add(os.path.realpath(path))
         with open(path, encoding="utf-8") as f:
-            lines += _preprocess(f.read(), defines)
+            lines += _preprocess(f.read(), defines, os.path.dirname(path), seen)
     body = "\n".join(lines)
     body = re.sub(r"\bGK_API\b", "", body)
     # Substitute integer macros inside declarations (cffi accepts only literals there).
