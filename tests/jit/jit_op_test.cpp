@@ -45,9 +45,9 @@ gk_jit_op* register_stand_in(gk_runtime* rt, const char* op, gk_jit_kernel* kern
 
 nlohmann::json explain(gk_runtime* rt, const char* op, std::vector<gk_tensor_desc> inputs) {
   char* text = nullptr;
-  EXPECT_EQ(gk_explain(rt, op, 0, inputs.data(), int32_t(inputs.size()), nullptr, 0, nullptr, 0,
-                       &text),
-            GK_OK)
+  EXPECT_EQ(
+      gk_explain(rt, op, 0, inputs.data(), int32_t(inputs.size()), nullptr, 0, nullptr, 0, &text),
+      GK_OK)
       << gk_last_error();
   auto j = nlohmann::json::parse(text ? text : "{}");
   gk_string_free(text);
@@ -119,8 +119,9 @@ TEST(JitOp, calls_the_geometry_cannot_serve_are_declined_with_the_reason) {
   j = explain(rt.get(), "add", {desc(GK_DTYPE_F32, {2, 3}), desc(GK_DTYPE_F32, {3})});
   EXPECT_EQ(j["chosen"], "cpu") << j.dump(2);
   std::string reason = (*candidate(j, "jit:add_f32"))["reason"];
-  EXPECT_EQ(reason, "declined: input 1 has shape [3] and output 0 [2, 3]: the elementwise "
-                    "geometry serves equal element counts (no broadcasting)");
+  EXPECT_EQ(reason,
+            "declined: input 1 has shape [3] and output 0 [2, 3]: the elementwise "
+            "geometry serves equal element counts (no broadcasting)");
   // A strided input.
   gk_tensor_desc strided = desc(GK_DTYPE_F32, {2, 2});
   strided.has_strides = 1;
@@ -140,8 +141,9 @@ TEST(JitOp, kernel_whose_parameters_do_not_match_the_call_is_declined) {
   auto j = explain(rt.get(), "relu", {desc(GK_DTYPE_F32, {8})});
   EXPECT_EQ(j["chosen"], "cpu") << j.dump(2);
   std::string reason = (*candidate(j, "jit:two_inputs"))["reason"];
-  EXPECT_EQ(reason, "declined: kernel 'two_inputs' takes 4 parameters; 1 inputs, 1 outputs and "
-                    "the count make 3");
+  EXPECT_EQ(reason,
+            "declined: kernel 'two_inputs' takes 4 parameters; 1 inputs, 1 outputs and "
+            "the count make 3");
   gk_jit_op_release(op);
 }
 

@@ -427,7 +427,9 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
     void* at = &words[i];
     switch (a.kind) {
       case GK_JIT_ARG_TENSOR: {
-        if (!a.value.tensor) fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is a NULL tensor");
+        if (!a.value.tensor) {
+          fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is a NULL tensor");
+        }
         const gk_tensor& t = *a.value.tensor;
         if (t.device != m.device) {
           fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is a tensor on " +

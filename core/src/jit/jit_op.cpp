@@ -125,7 +125,9 @@ gk_status op_launch(void* state, const gk_kernel_args* args) {
   void** data = count + 1 > 16 ? heap_data.data() : inline_data;
   void** params = count + 1 > 16 ? heap_params.data() : inline_params;
   for (int32_t i = 0; i < args->num_inputs; ++i) data[i] = args->inputs[i].data;
-  for (int32_t i = 0; i < args->num_outputs; ++i) data[args->num_inputs + i] = args->outputs[i].data;
+  for (int32_t i = 0; i < args->num_outputs; ++i) {
+    data[args->num_inputs + i] = args->outputs[i].data;
+  }
   long long n = element_count(args->outputs[0]);
   for (size_t i = 0; i < count; ++i) params[i] = &data[i];
   params[count] = &n;
@@ -143,9 +145,15 @@ gk_status op_launch(void* state, const gk_kernel_args* args) {
   return GK_OK;
 }
 
-const gk_plugin_api kJitOpApi = {
-    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "jit", "1", nullptr, nullptr,
-    op_supports,           op_launch,             nullptr};
+const gk_plugin_api kJitOpApi = {.struct_size = sizeof(gk_plugin_api),
+                                 .abi_version = GK_PLUGIN_ABI_VERSION,
+                                 .name = "jit",
+                                 .version = "1",
+                                 .init = nullptr,
+                                 .shutdown = nullptr,
+                                 .supports = op_supports,
+                                 .launch = op_launch,
+                                 .model = nullptr};
 
 // Registrations unregistered: kept until exit, since a call may still hold the record it
 // found in the dispatch cache (a few hundred bytes each).
@@ -168,20 +176,20 @@ JitOp* register_op(Runtime& rt, const char* op_name, gk_jit_kernel* kernel,
   const OpSchema& schema = OpRegistry::instance().get(op_name);
   const LoadedModule& m = *kernel->loaded;
   if (m.runtime.get() != &rt) {
-    fail(GK_INVALID_ARGUMENT, std::string(fn) + ": kernel '" + kernel->name +
-                                  "' was compiled in another runtime");
+    fail(GK_INVALID_ARGUMENT,
+         std::string(fn) + ": kernel '" + kernel->name + "' was compiled in another runtime");
   }
   if (o.num_dtypes < 1 || !o.dtypes) {
-    fail(GK_INVALID_ARGUMENT, std::string(fn) + ": " + schema.name + " by kernel '" +
-                                  kernel->name + "': no dtypes given (num_dtypes " +
-                                  std::to_string(o.num_dtypes) + ")");
+    fail(GK_INVALID_ARGUMENT, std::string(fn) + ": " + schema.name + " by kernel '" + kernel->name +
+                                  "': no dtypes given (num_dtypes " + std::to_string(o.num_dtypes) +
+                                  ")");
   }
   ManifestOp served{schema.name, {}};
   for (int32_t i = 0; i < o.num_dtypes; ++i) {
     if (!dtype_is_known(o.dtypes[i])) {
       fail(GK_INVALID_ARGUMENT, std::string(fn) + ": dtypes[" + std::to_string(i) + "] is " +
-                                    std::to_string(o.dtypes[i]) + ", no gk_dtype (known: " +
-                                    all_dtype_names() + ")");
+                                    std::to_string(o.dtypes[i]) +
+                                    ", no gk_dtype (known: " + all_dtype_names() + ")");
     }
     served.dtypes.push_back(o.dtypes[i]);
   }
@@ -260,8 +268,8 @@ GK_API gk_status gk_jit_op_register(gk_runtime* runtime, const char* op, gk_jit_
     gk::require_struct(options->struct_size, GK_JIT_OP_OPTIONS_SIZE, fn, "gk_jit_op_options");
     gk::require_arg(kernel, fn, "kernel");
     if (!kernel->loaded || !kernel->loaded->native) {
-      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": kernel '" + kernel->name +
-                                        "' is not loaded on a CUDA device");
+      gk::fail(GK_INVALID_ARGUMENT,
+               std::string(fn) + ": kernel '" + kernel->name + "' is not loaded on a CUDA device");
     }
     gk_jit_op_options o = GK_JIT_OP_OPTIONS_INIT;
     std::memcpy(&o, options, std::min(options->struct_size, sizeof(o)));
