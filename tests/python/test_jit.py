@@ -322,3 +322,17 @@ def test_a_registered_kernel_serves_add_and_explain_names_it():
         assert gpukit.explain("add", a64, a64)["chosen"] != "jit:add_plus_one"
     np.testing.assert_array_equal((a + b).to_numpy(), np.arange(1000) + 0.5)
     assert all(c["plugin"] != "jit:add_plus_one" for c in gpukit.explain("add", a, b)["candidates"])
+
+
+@needs_nvrtc
+def test_compiling_parses_no_c_type_text(cache_dir):
+    # cffi runs its C parser over every declared type name for each new type string
+    # (ffi.new("gk_x*")): tens of milliseconds a string, which was most of a first use. The
+    # JIT takes its types from the functions' parsed declarations instead.
+    parsed = getattr(jit.ffi, "_parsed_types", None)
+    if parsed is None:
+        pytest.skip("this cffi keeps no _parsed_types cache to watch")
+    before = set(parsed)
+    m = gpukit.RawModule(_unique(SCALE), device="cpu", sm_version=80)
+    assert m.origin == "compiled" and m.key and m.log == "" and m.sm_version == 80
+    assert set(parsed) == before

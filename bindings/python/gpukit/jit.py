@@ -29,6 +29,25 @@ from ._runtime import Device, Stream, _open_task_streams, current_stream, runtim
 __all__ = ["RawModule", "RawKernel", "ElementwiseKernel", "JitOp", "register_op", "cache_info",
            "clear_cache"]
 
+
+
+def _parameter_type(function: str, index: int):
+    """The ctype of parameter `index` of C function `function`, taken from its parsed
+    declaration. ffi.new("gk_x*") would run cffi's C parser over every declared type name the
+    first time it sees the string (tens of milliseconds each on a loaded host, several per
+    first use of a kernel); this costs a dictionary lookup."""
+    return ffi.typeof(getattr(lib, function)).args[index]
+
+
+_T_OPTIONS_P = _parameter_type("gk_jit_compile", 3)           # gk_jit_options*
+_T_MODULE_PP = _parameter_type("gk_jit_compile", 4)           # gk_jit_module**
+_T_INFO_P = _parameter_type("gk_jit_module_info_get", 1)      # gk_jit_module_info*
+_T_CHARS_PP = _parameter_type("gk_jit_lowered_name", 2)       # const char**
+_T_KERNEL_PP = _parameter_type("gk_jit_get_kernel", 2)        # gk_jit_kernel**
+_T_LAUNCH_P = _parameter_type("gk_jit_launch", 1)             # gk_jit_launch_args*
+_T_OP_OPTIONS_P = _parameter_type("gk_jit_op_register", 3)    # gk_jit_op_options*
+_T_OP_PP = _parameter_type("gk_jit_op_register", 4)           # gk_jit_op**
+
 _ORIGINS = {1: "compiled", 2: "disk_cache", 3: "memory"}
 
 _ARG_TENSOR, _ARG_I32, _ARG_I64, _ARG_F32, _ARG_F64, _ARG_POINTER, _ARG_BYTES, _ARG_U32, \
@@ -104,24 +123,24 @@ class RawModule:
         opts, keep_o = _char_array(self.options)
         names, keep_n = _char_array(self.name_expressions)
         incs, keep_i = _char_array(_strings(include_paths, "include_paths"))
-        o = ffi.new("gk_jit_options*")
-        o.struct_size = ffi.sizeof("gk_jit_options")
+        o = ffi.new(_T_OPTIONS_P)
+        o.struct_size = ffi.sizeof(_T_OPTIONS_P.item)
         o.options, o.num_options = opts, len(self.options)
         o.name_expressions, o.num_name_expressions = names, len(self.name_expressions)
         o.include_paths, o.num_include_paths = incs, len(keep_i)
         o.sm_version = int(sm_version)
-        program = ffi.new("char[]", name.encode())
+        program = ffi.new(_T_CHARS, name.encode())
         o.program_name = program
         o.flags = 0 if disk_cache else 1
-        out = ffi.new("gk_jit_module**")
+        out = ffi.new(_T_MODULE_PP)
         check(lib.gk_jit_compile(rt.ptr, self.device.id, code.encode(), o, out))
         self._ptr = ffi.gc(out[0], lib.gk_jit_module_release)
         self._functions = {}
         self._lock = threading.Lock()
 
     def _info(self):
-        info = ffi.new("gk_jit_module_info*")
-        info.struct_size = ffi.sizeof("gk_jit_module_info")
+        info = ffi.new(_T_INFO_P)
+        info.struct_size = ffi.sizeof(_T_INFO_P.item)
         check(lib.gk_jit_module_info_get(self._ptr, info))
         return info
 
@@ -161,7 +180,7 @@ class RawModule:
         return ffi.string(self._info().cache_path).decode()
 
     def lowered_name(self, name_expression: str) -> str:
-        out = ffi.new("const char**")
+        out = ffi.new(_T_CHARS_PP)
         check(lib.gk_jit_lowered_name(self._ptr, name_expression.encode(), out))
         return ffi.string(out[0]).decode()
 
@@ -172,7 +191,7 @@ class RawModule:
         with self._lock:
             fn = self._functions.get(name)
             if fn is None:
-                out = ffi.new("gk_jit_kernel**")
+                out = ffi.new(_T_KERNEL_PP)
                 check(lib.gk_jit_get_kernel(self._ptr, name.encode(), out))
                 fn = Function(self, name, ffi.gc(out[0], lib.gk_jit_kernel_release))
                 self._functions[name] = fn
@@ -396,8 +415,8 @@ class Function:
         self.module = module
         self.name = name
         self._ptr = ptr
-        self._launch = ffi.new("gk_jit_launch_args*")
-        self._launch.struct_size = ffi.sizeof("gk_jit_launch_args")
+        self._launch = ffi.new(_T_LAUNCH_P)
+        self._launch.struct_size = ffi.sizeof(_T_LAUNCH_P.item)
         # Reused by every launch under the lock (the C call copies what it reads): no
         # allocation per call. The grid and block last written are kept to skip rewriting.
         self._args = _newp(_T_ARG_ARRAY, 8)
@@ -576,13 +595,13 @@ def register_op(op: str, kernel, dtypes, *, priority: int = 100, block_size: int
     if not codes:
         raise ValueError("dtypes is empty: name the input dtypes the kernel serves")
     codes_c = ffi.new("int32_t[]", codes)
-    o = ffi.new("gk_jit_op_options*")
-    o.struct_size = ffi.sizeof("gk_jit_op_options")
+    o = ffi.new(_T_OP_OPTIONS_P)
+    o.struct_size = ffi.sizeof(_T_OP_OPTIONS_P.item)
     o.dtypes, o.num_dtypes = codes_c, len(codes)
     o.priority = int(priority)
     o.geometry = _GEOMETRY_ELEMENTWISE
     o.block_size = int(block_size)
-    out = ffi.new("gk_jit_op**")
+    out = ffi.new(_T_OP_PP)
     check(lib.gk_jit_op_register(function.module.runtime.ptr, op.encode(), function._ptr, o,
                                  out))
     registration = JitOp(op, function, out[0], int(priority), int(block_size) or 256)
