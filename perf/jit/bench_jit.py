@@ -11,7 +11,8 @@ Three measurements, each the median of repeated runs after warm-up:
   2. first use with a warm disk cache: a fresh child process (per library and per run) that
      imports the library, compiles the kernel (served from the disk cache filled beforehand)
      and launches it once, timed inside the child from before the RawKernel is created to
-     after the first launch has finished;
+     after the first launch has finished (an event or a device synchronize; GPUkit's time
+     also split into compile, launch and wait);
   3. the fused kernel of docs/jit.md (y = relu(a * x + b) in one kernel) against the two
      library calls it replaces in CuPy (cupy.multiply/add + cupy.maximum), timed with events.
 
@@ -46,20 +47,31 @@ extern "C" __global__ void fused_affine_relu(const float* x, float* y, float a, 
 '''
 
 # The child of measurement 2: prints the seconds from creating the kernel object to the end
-# of its first launch (the import is not counted: both libraries import once per process).
+# of its first launch (the import, the runtime and the arrays are not counted: both libraries
+# make them once per process), then GPUkit's parts: the compile (cache lookup and module
+# load), the first launch (with the kernel lookup) and the wait for it. Both children wait
+# for the kernel alone (an event, a device synchronize): a copy back would add the first
+# device-to-host copy's setup (GPUkit pins its staging chunks on first use), no JIT cost.
 CHILD = r'''
-import sys, time
+import json, sys, time
 lib = sys.argv[1]
 if lib == "gpukit":
     import gpukit, numpy as np
     dev = [d for d in gpukit.devices() if d.is_cuda][0]
     x = gpukit.asarray(np.ones(1024, np.float32), device=dev)
     y = gpukit.asarray(np.ones(1024, np.float32), device=dev)
+    done = gpukit.Event(dev)
+    done.record().synchronize()
     src = open(sys.argv[2]).read()
     t0 = time.perf_counter()
     k = gpukit.RawKernel(src, "bench_axpy")
+    k.compile(dev)
+    t1 = time.perf_counter()
     k((4,), (256,), (x, y, np.float32(2), np.int32(1024)))
-    y.to_numpy()
+    t2 = time.perf_counter()
+    done.record().synchronize()
+    t3 = time.perf_counter()
+    print(json.dumps({"total": t3 - t0, "compile": t1 - t0, "launch": t2 - t1, "wait": t3 - t2}))
 else:
     import cupy as cp, numpy as np
     x = cp.ones(1024, cp.float32); y = cp.ones(1024, cp.float32)
@@ -69,7 +81,7 @@ else:
     k = cp.RawKernel(src, "bench_axpy")
     k((4,), (256,), (x, y, np.float32(2), np.int32(1024)))
     cp.cuda.runtime.deviceSynchronize()
-print(time.perf_counter() - t0)
+    print(json.dumps({"total": time.perf_counter() - t0}))
 '''
 
 
@@ -108,12 +120,14 @@ def event_us(cp, launch, iters):
 
 
 def first_use_s(lib, source_file, runs):
+    """The median child's times (seconds, by part) over `runs` fresh processes."""
     samples = []
     for _ in range(runs):
         out = subprocess.run([sys.executable, "-c", CHILD, lib, source_file], check=True,
                              capture_output=True, text=True, env=os.environ.copy())
-        samples.append(float(out.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+        samples.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    samples.sort(key=lambda t: t["total"])
+    return samples[len(samples) // 2]
 
 
 def main():
@@ -170,9 +184,12 @@ def main():
         os.environ["CUPY_CACHE_DIR"] = os.path.join(tmp, "cupy-cache")
         first_use_s("gpukit", source_file, 1)  # fill the caches
         first_use_s("cupy", source_file, 1)
-        results["first_use_warm_disk_ms"] = {
-            "gpukit": first_use_s("gpukit", source_file, args.first_use_runs) * 1e3,
-            "cupy": first_use_s("cupy", source_file, args.first_use_runs) * 1e3}
+        gk_first = first_use_s("gpukit", source_file, args.first_use_runs)
+        cp_first = first_use_s("cupy", source_file, args.first_use_runs)
+        results["first_use_warm_disk_ms"] = {"gpukit": gk_first["total"] * 1e3,
+                                             "cupy": cp_first["total"] * 1e3}
+        results["first_use_gpukit_parts_ms"] = {part: gk_first[part] * 1e3
+                                                for part in ("compile", "launch", "wait")}
 
     # 3. the fused kernel against two library calls.
     n = 1 << 24
@@ -202,6 +219,9 @@ def main():
              results["fused_us"]["cupy_two_calls"])]
     for name, g, c in rows:
         print(f"{name:44} {g:12.2f} {c:12.2f} {g / c:7.2f}")
+    parts = results["first_use_gpukit_parts_ms"]
+    print(f"GPUkit's first use, ms: compile {parts['compile']:.2f}, launch {parts['launch']:.2f}, "
+          f"wait {parts['wait']:.2f}")
     print(f"max |diff|: launch {results['launch_max_abs_diff']}, "
           f"fused {results['fused_max_abs_diff']}")
     if args.json:

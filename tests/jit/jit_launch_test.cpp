@@ -198,5 +198,74 @@ extern "C" __global__ void set(int* x, int v) { x[threadIdx.x] = v; })";
   gk_task_destroy(task);
 }
 
+// A kernel registered for "add" serves gk_op_call on its device, is named by gk_explain, and
+// declines calls it cannot serve (broadcasting) with the reason; unregistered, it is gone and
+// a plugin serves add again.
+TEST(JitLaunch, a_registered_kernel_serves_an_op_and_explain_names_it) {
+  RuntimePtr rt = make_gpu_runtime();
+  GK_REQUIRE_CUDA_DEVICE(rt.get(), dev);
+  const char* source = R"(
+extern "C" __global__ void add_plus_one(const float* a, const float* b, float* out, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i] + 1.0f;
+})";
+  JitObjects j;
+  ASSERT_EQ(gk_jit_compile(rt.get(), dev, source, nullptr, &j.module), GK_OK) << gk_last_error();
+  ASSERT_EQ(gk_jit_get_kernel(j.module, "add_plus_one", &j.kernel), GK_OK) << gk_last_error();
+  const int32_t dtypes[] = {GK_DTYPE_F32};
+  gk_jit_op_options o = GK_JIT_OP_OPTIONS_INIT;
+  o.dtypes = dtypes;
+  o.num_dtypes = 1;
+  o.priority = 1000;  // above every plugin
+  o.block_size = 128;
+  gk_jit_op* op = nullptr;
+  ASSERT_EQ(gk_jit_op_register(rt.get(), "add", j.kernel, &o, &op), GK_OK) << gk_last_error();
+
+  // 1000 elements: 8 blocks of 128, the last one partial. The "+ 1" tells the kernel's
+  // result from a plugin's.
+  const int n = 1000;
+  std::vector<float> a(n), b(n);
+  for (int i = 0; i < n; ++i) a[size_t(i)] = float(i), b[size_t(i)] = 0.5f * float(i);
+  TensorPtr ta = make_tensor(rt.get(), GK_DTYPE_F32, {n}, dev);
+  TensorPtr tb = make_tensor(rt.get(), GK_DTYPE_F32, {n}, dev);
+  TensorPtr tc = make_tensor(rt.get(), GK_DTYPE_F32, {n}, dev);
+  ASSERT_EQ(gk_copy_from_host(ta.get(), a.data(), n * 4, nullptr), GK_OK);
+  ASSERT_EQ(gk_copy_from_host(tb.get(), b.data(), n * 4, nullptr), GK_OK);
+  gk_tensor* in[] = {ta.get(), tb.get()};
+  gk_tensor* out[] = {tc.get()};
+  gk_op_args args{sizeof(args), in, 2, out, 1, nullptr, 0, nullptr};
+  ASSERT_EQ(gk_op_call(rt.get(), "add", &args), GK_OK) << gk_last_error();
+  std::vector<float> c = read_f32(tc.get(), n);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(c[size_t(i)], 1.5f * float(i) + 1.0f) << i;
+
+  gk_tensor_desc d{};
+  d.struct_size = sizeof(d);
+  d.dtype = GK_DTYPE_F32;
+  d.ndim = 1;
+  d.shape[0] = n;
+  gk_tensor_desc descs[] = {d, d};
+  char* json = nullptr;
+  ASSERT_EQ(gk_explain(rt.get(), "add", dev, descs, 2, nullptr, 0, nullptr, 0, &json), GK_OK);
+  std::string text = json;
+  gk_string_free(json);
+  EXPECT_NE(text.find("\"chosen\": \"jit:add_plus_one\""), std::string::npos) << text;
+  EXPECT_NE(text.find("one thread per element, blocks of 128"), std::string::npos) << text;
+
+  // Broadcasting is declined with the reason; the plugins that list add decide then.
+  gk_tensor_desc one = d;
+  one.shape[0] = 1;
+  gk_tensor_desc broadcast[] = {d, one};
+  ASSERT_EQ(gk_explain(rt.get(), "add", dev, broadcast, 2, nullptr, 0, nullptr, 0, &json), GK_OK);
+  text = json;
+  gk_string_free(json);
+  EXPECT_EQ(text.find("\"chosen\": \"jit:add_plus_one\""), std::string::npos) << text;
+  EXPECT_NE(text.find("input 1 has shape [1] and output 0 [1000]"), std::string::npos) << text;
+
+  gk_jit_op_release(op);
+  ASSERT_EQ(gk_op_call(rt.get(), "add", &args), GK_OK) << gk_last_error();
+  c = read_f32(tc.get(), n);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(c[size_t(i)], 1.5f * float(i)) << "unregistered " << i;
+}
+
 }  // namespace
 }  // namespace gk::test

@@ -203,3 +203,136 @@ def test_arguments_become_the_kernel_parameter_kinds():
     with pytest.raises(TypeError, match="is no kernel argument"):
         jit._pack((object(),))
     assert jit._dims(4, "grid") == (4, 1, 1) and jit._dims((2, 3), "grid") == (2, 3, 1)
+
+
+_FRESH_PROCESS_HIT = r'''
+import sys
+import gpukit
+m = gpukit.RawModule(open(sys.argv[1]).read(), device="cpu", sm_version=80)
+with open("/proc/self/maps") as maps:
+    nvrtc_open = any("libnvrtc.so" in line for line in maps)
+print(m.origin, nvrtc_open)
+'''
+
+
+@needs_nvrtc
+def test_a_warm_cache_hit_in_a_fresh_process_opens_no_nvrtc(cache_dir, tmp_path):
+    import subprocess
+    import sys
+    source = tmp_path / "kernel.cu"
+    source.write_text(_unique(SCALE))
+    run = lambda: subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)],  # noqa: E731
+                                 check=True, capture_output=True, text=True,
+                                 env=dict(os.environ)).stdout.split()
+    # The first process compiles (NVRTC open) and leaves NVRTC's facts beside the entry.
+    assert run() == ["compiled", "True"]
+    assert (cache_dir / "nvrtc.facts").is_file()
+    # The next one reads the entry, and NVRTC's version from the facts: no dlopen.
+    assert run() == ["disk_cache", "False"]
+    # Pointing at another NVRTC library makes the facts stale: NVRTC is opened again.
+    env_other = dict(os.environ, GPUKIT_NVRTC_LIBRARY="libnvrtc.so")
+    out = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)], check=True,
+                         capture_output=True, text=True, env=env_other).stdout.split()
+    assert out == ["disk_cache", "True"]
+    # Clearing the cache forgets the facts too.
+    jit.clear_cache()
+    assert not (cache_dir / "nvrtc.facts").exists()
+
+
+class _RecordingLib:
+    """gpukit's cffi library with gk_jit_launch recording what it was given."""
+
+    def __init__(self, real):
+        self._real = real
+        self.launches = []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def gk_jit_launch(self, kernel, l):
+        args = [(l.args[i].kind, l.args[i].value.u64) for i in range(l.num_args)]
+        self.launches.append((tuple(l.grid), tuple(l.block), l.shared_mem_bytes, args,
+                              l.stream))
+        return 0
+
+
+class _Module:
+    def __init__(self, device):
+        self.device = device
+        self.runtime = device.runtime
+
+
+def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch):
+    recording = _RecordingLib(jit.lib)
+    monkeypatch.setattr(jit, "lib", recording)
+    dev = gpukit.runtime().device("cpu")
+    x = gpukit.zeros(4, device=dev)
+    f = jit.Function(_Module(dev), "k", jit.ffi.NULL)
+    array = f._args
+    tensor = int(jit.ffi.cast("uintptr_t", x._t))
+    f((4,), (256,), (x, np.float32(1.5), np.int32(7)))
+    f(2, (32, 2), (x, np.int64(-1), 9, 2.0), shared_mem=64)
+    f(2, (32, 2), (x, np.int64(-1), 9, 2.0))
+    assert f._args is array, "the argument array is reused"
+    (g0, b0, s0, a0, _), (g1, b1, s1, a1, _), (g2, b2, s2, _, st2) = recording.launches
+    assert (g0, b0, s0) == ((4, 1, 1), (256, 1, 1), 0)
+    assert a0[0] == (jit._ARG_TENSOR, tensor) and a0[2] == (jit._ARG_I32, 7)
+    assert a0[1][0] == jit._ARG_F32 and len(a0) == 3
+    assert (g1, b1, s1) == ((2, 1, 1), (32, 2, 1), 64) and s2 == 0
+    assert [k for k, _ in a1] == [jit._ARG_TENSOR, jit._ARG_I64, jit._ARG_I32, jit._ARG_F32]
+    assert a1[1][1] == 2 ** 64 - 1 and a1[2][1] & 0xFFFFFFFF == 9
+    assert st2 == jit.ffi.NULL
+    # More arguments than the array holds: a bigger one, the same values.
+    f(1, 1, tuple(np.int32(i) for i in range(12)))
+    assert len(f._args) >= 12 and [v & 0xFFFFFFFF for _, v in recording.launches[-1][3]] == \
+        list(range(12))
+    with pytest.raises(ValueError, match="grid must be 1 to 3 extents"):
+        f((0,), 1, ())
+    with pytest.raises(TypeError, match="args must be a tuple or list"):
+        f(1, 1, x)
+
+
+def test_register_op_refuses_what_is_no_kernel():
+    with pytest.raises(TypeError, match="kernel must be a gpukit.RawKernel"):
+        gpukit.register_op("add", "not a kernel", dtypes=("f32",))
+
+
+ADD_PLUS_ONE = r'''
+extern "C" __global__ void add_plus_one(const float* a, const float* b, float* out, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i] + 1.0f;
+}
+'''
+
+
+@needs_cuda
+def test_a_registered_kernel_serves_add_and_explain_names_it():
+    k = gpukit.RawKernel(ADD_PLUS_ONE, "add_plus_one")
+    a = gpukit.asarray(np.arange(1000, dtype=np.float32), device=CUDA)
+    b = gpukit.asarray(np.full(1000, 0.5, dtype=np.float32), device=CUDA)
+    with k.register_op("add", dtypes=("f32",), priority=1000, block_size=128, device=CUDA) as reg:
+        assert reg.name == "jit:add_plus_one"
+        np.testing.assert_array_equal((a + b).to_numpy(), np.arange(1000) + 1.5)
+        e = gpukit.explain("add", a, b)
+        assert e["chosen"] == "jit:add_plus_one"
+        mine = [c for c in e["candidates"] if c["plugin"] == "jit:add_plus_one"][0]
+        assert mine["priority"] == 1000 and "blocks of 128" in mine["reason"]
+        # f64 is not registered: a plugin serves it.
+        a64 = gpukit.asarray(np.arange(4, dtype=np.float64), device=CUDA)
+        assert gpukit.explain("add", a64, a64)["chosen"] != "jit:add_plus_one"
+    np.testing.assert_array_equal((a + b).to_numpy(), np.arange(1000) + 0.5)
+    assert all(c["plugin"] != "jit:add_plus_one" for c in gpukit.explain("add", a, b)["candidates"])
+
+
+@needs_nvrtc
+def test_compiling_parses_no_c_type_text(cache_dir):
+    # cffi runs its C parser over every declared type name for each new type string
+    # (ffi.new("gk_x*")): tens of milliseconds a string, which was most of a first use. The
+    # JIT takes its types from the functions' parsed declarations instead.
+    parsed = getattr(jit.ffi, "_parsed_types", None)
+    if parsed is None:
+        pytest.skip("this cffi keeps no _parsed_types cache to watch")
+    before = set(parsed)
+    m = gpukit.RawModule(_unique(SCALE), device="cpu", sm_version=80)
+    assert m.origin == "compiled" and m.key and m.log == "" and m.sm_version == 80
+    assert set(parsed) == before

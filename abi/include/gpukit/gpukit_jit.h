@@ -8,7 +8,7 @@
  * absent. See docs/jit.md for the cache (where, key, limits) and a worked example.
  *
  * A caller built against this header checks GK_VERSION_MINOR(gk_abi_version()) >= 8
- * before calling these against a library it did not ship with.
+ * (>= 10 for gk_jit_op_*) before calling these against a library it did not ship with.
  */
 #ifndef GPUKIT_GPUKIT_JIT_H_
 #define GPUKIT_GPUKIT_JIT_H_
@@ -195,6 +195,64 @@ GK_API gk_status gk_jit_cache_stats_get(gk_jit_cache_stats* stats);
  * (may be NULL) receives the number of entries removed. Modules already loaded keep
  * working. Needs no runtime. Any thread. */
 GK_API gk_status gk_jit_cache_clear(int64_t* out_removed);
+
+/* ---------------------------------------------------------------------------------
+ * A JIT kernel serving a named op (ABI 1.10): gk_op_call and gk_explain see it beside the
+ * plugins' kernels, under the name "jit:<kernel name>".
+ * ------------------------------------------------------------------------------- */
+
+/* One registration of a kernel as an op's implementation (ABI 1.10). */
+typedef struct gk_jit_op gk_jit_op;
+
+/* How a registered kernel is launched for a call (gk_jit_op_options.geometry, ABI 1.10). */
+typedef enum gk_jit_op_geometry {
+  /* One thread per output element: the kernel takes the inputs' data pointers, then the
+   * outputs', then the element count as a 64-bit integer, e.g.
+   *   extern "C" __global__ void add_f32(const float* a, const float* b, float* out,
+   *                                      long long n)
+   * and is launched with ceil(n / block_size) blocks of block_size threads, so it must
+   * test i < n. It serves calls whose tensors are all contiguous with the output's
+   * element count (no broadcasting) and that carry no attributes; others are declined
+   * with the reason, and the next candidate serves them. */
+  GK_JIT_OP_ELEMENTWISE = 1
+} gk_jit_op_geometry;
+
+/* What a registration serves and how it competes (ABI 1.10). Pointers are read during
+ * gk_jit_op_register only. */
+typedef struct gk_jit_op_options {
+  size_t struct_size;     /* sizeof(gk_jit_op_options) */
+  /* The dtypes of the call's input 0 it serves (gk_dtype), as a manifest lists them. */
+  const int32_t* dtypes;
+  int32_t num_dtypes;     /* >= 1 */
+  /* Against the plugins' manifest priorities (cpu 0, CUDA kernel plugins 50-80): the
+   * highest accepting candidate serves the call. */
+  int32_t priority;
+  int32_t geometry;       /* gk_jit_op_geometry */
+  uint32_t block_size;    /* threads per block, 1-1024; 0: 256 */
+} gk_jit_op_options;
+
+#define GK_JIT_OP_OPTIONS_SIZE GK_STRUCT_SIZE(gk_jit_op_options, block_size)
+#define GK_JIT_OP_OPTIONS_INIT { sizeof(gk_jit_op_options), NULL, 0, 0, GK_JIT_OP_ELEMENTWISE, 0u }
+
+/* Registers `kernel` as an implementation of op `op` (a name of gk_op_name) on the
+ * kernel's device of `runtime`, in *out (one handle; gk_jit_op_release unregisters it).
+ * From then on gk_op_call / gk_op_call_alloc of that op, with input 0 of a listed dtype
+ * on that device, consider it with the plugins that list the op: highest priority first,
+ * and gk_explain lists it as "jit:<kernel name>" with its priority and, when declined,
+ * why (another device, another dtype, a shape or layout the geometry cannot serve,
+ * attributes, a parameter count that does not match the call's tensors). The registration
+ * holds a reference to the kernel (the caller may release its own).
+ * Errors: NOT_FOUND for an unknown op; INVALID_ARGUMENT for a kernel of another runtime
+ * or not loaded, no or unknown dtypes, an unknown geometry, a block size past 1024, or a
+ * kernel whose parameters (when the driver reports them) are not all 8 bytes (pointers and
+ * the count). Any thread. */
+GK_API gk_status gk_jit_op_register(gk_runtime* runtime, const char* op, gk_jit_kernel* kernel,
+                                    const gk_jit_op_options* options, gk_jit_op** out);
+
+/* Unregisters: calls made after it returns no longer see the kernel (a call already
+ * launching it finishes first). Releases the registration's kernel reference. NULL is a
+ * no-op. Any thread. */
+GK_API void gk_jit_op_release(gk_jit_op* op);
 
 #ifdef __cplusplus
 } /* extern "C" */

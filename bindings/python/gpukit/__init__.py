@@ -20,7 +20,7 @@ from ._units import parse_memory
 from ._weights import Weights, load_weights
 from ._tokenizer import Detokenizer, Tokenizer
 from . import jit
-from .jit import ElementwiseKernel, RawKernel, RawModule
+from .jit import ElementwiseKernel, JitOp, RawKernel, RawModule, register_op
 from . import llm
 from . import asr
 from .errors import *  # noqa: F401,F403
@@ -47,6 +47,6 @@ __all__ = [
     "current_stream", "set_memory_budget", "memory_stats", "parse_memory",
     "Task", "task", "scheduler_info", "set_pacing", "Weights", "load_weights",
     "Tokenizer", "Detokenizer", "llm", "asr",
-    "RawKernel", "RawModule", "ElementwiseKernel", "jit",
+    "RawKernel", "RawModule", "ElementwiseKernel", "JitOp", "register_op", "jit",
     "LIBRARY_PATH", "HEADER_PATHS",
 ] + list(errors.__all__)

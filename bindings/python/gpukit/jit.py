@@ -1,6 +1,7 @@
 """Custom GPU kernels compiled at run time by NVRTC (C ABI 1.8, gpukit_jit.h):
 ``RawModule``, ``RawKernel`` and ``ElementwiseKernel``, modelled on CuPy's, plus the disk
-cache's ``cache_info`` / ``clear_cache``. See docs/jit.md.
+cache's ``cache_info`` / ``clear_cache``, and ``register_op`` (ABI 1.10), which makes a kernel
+an implementation of a named op that dispatch and ``explain`` see. See docs/jit.md.
 
 Arguments of a launch, in the kernel's parameter order:
   * GPUArray: its device pointer (GPUkit pins evictable memory for the launch);
@@ -23,9 +24,29 @@ import numpy as np
 
 from ._array import GPUArray, _gk_dtype, _np_dtype, empty, from_dlpack
 from ._lib import check, ffi, lib
-from ._runtime import Device, Stream, current_stream, runtime as _runtime
+from ._runtime import Device, Stream, _open_task_streams, current_stream, runtime as _runtime
 
-__all__ = ["RawModule", "RawKernel", "ElementwiseKernel", "cache_info", "clear_cache"]
+__all__ = ["RawModule", "RawKernel", "ElementwiseKernel", "JitOp", "register_op", "cache_info",
+           "clear_cache"]
+
+
+
+def _parameter_type(function: str, index: int):
+    """The ctype of parameter `index` of C function `function`, taken from its parsed
+    declaration. ffi.new("gk_x*") would run cffi's C parser over every declared type name the
+    first time it sees the string (tens of milliseconds each on a loaded host, several per
+    first use of a kernel); this costs a dictionary lookup."""
+    return ffi.typeof(getattr(lib, function)).args[index]
+
+
+_T_OPTIONS_P = _parameter_type("gk_jit_compile", 3)           # gk_jit_options*
+_T_MODULE_PP = _parameter_type("gk_jit_compile", 4)           # gk_jit_module**
+_T_INFO_P = _parameter_type("gk_jit_module_info_get", 1)      # gk_jit_module_info*
+_T_CHARS_PP = _parameter_type("gk_jit_lowered_name", 2)       # const char**
+_T_KERNEL_PP = _parameter_type("gk_jit_get_kernel", 2)        # gk_jit_kernel**
+_T_LAUNCH_P = _parameter_type("gk_jit_launch", 1)             # gk_jit_launch_args*
+_T_OP_OPTIONS_P = _parameter_type("gk_jit_op_register", 3)    # gk_jit_op_options*
+_T_OP_PP = _parameter_type("gk_jit_op_register", 4)           # gk_jit_op**
 
 _ORIGINS = {1: "compiled", 2: "disk_cache", 3: "memory"}
 
@@ -102,24 +123,24 @@ class RawModule:
         opts, keep_o = _char_array(self.options)
         names, keep_n = _char_array(self.name_expressions)
         incs, keep_i = _char_array(_strings(include_paths, "include_paths"))
-        o = ffi.new("gk_jit_options*")
-        o.struct_size = ffi.sizeof("gk_jit_options")
+        o = ffi.new(_T_OPTIONS_P)
+        o.struct_size = ffi.sizeof(_T_OPTIONS_P.item)
         o.options, o.num_options = opts, len(self.options)
         o.name_expressions, o.num_name_expressions = names, len(self.name_expressions)
         o.include_paths, o.num_include_paths = incs, len(keep_i)
         o.sm_version = int(sm_version)
-        program = ffi.new("char[]", name.encode())
+        program = ffi.new(_T_CHARS, name.encode())
         o.program_name = program
         o.flags = 0 if disk_cache else 1
-        out = ffi.new("gk_jit_module**")
+        out = ffi.new(_T_MODULE_PP)
         check(lib.gk_jit_compile(rt.ptr, self.device.id, code.encode(), o, out))
         self._ptr = ffi.gc(out[0], lib.gk_jit_module_release)
         self._functions = {}
         self._lock = threading.Lock()
 
     def _info(self):
-        info = ffi.new("gk_jit_module_info*")
-        info.struct_size = ffi.sizeof("gk_jit_module_info")
+        info = ffi.new(_T_INFO_P)
+        info.struct_size = ffi.sizeof(_T_INFO_P.item)
         check(lib.gk_jit_module_info_get(self._ptr, info))
         return info
 
@@ -159,7 +180,7 @@ class RawModule:
         return ffi.string(self._info().cache_path).decode()
 
     def lowered_name(self, name_expression: str) -> str:
-        out = ffi.new("const char**")
+        out = ffi.new(_T_CHARS_PP)
         check(lib.gk_jit_lowered_name(self._ptr, name_expression.encode(), out))
         return ffi.string(out[0]).decode()
 
@@ -170,7 +191,7 @@ class RawModule:
         with self._lock:
             fn = self._functions.get(name)
             if fn is None:
-                out = ffi.new("gk_jit_kernel**")
+                out = ffi.new(_T_KERNEL_PP)
                 check(lib.gk_jit_get_kernel(self._ptr, name.encode(), out))
                 fn = Function(self, name, ffi.gc(out[0], lib.gk_jit_kernel_release))
                 self._functions[name] = fn
@@ -256,10 +277,33 @@ def _put_bool(slot, a, keep, i):
 
 
 def _put_scalar(kind, field):
-    def put(slot, a, keep, i):
+    """The put of a NumPy scalar type: cffi converts it by __float__ / __index__."""
+    def put_i32(slot, a, keep, i):
         slot.kind = kind
-        setattr(slot.value, field, a.item())
-    return put
+        slot.value.i32 = a
+
+    def put_u32(slot, a, keep, i):
+        slot.kind = kind
+        slot.value.u32 = a
+
+    def put_i64(slot, a, keep, i):
+        slot.kind = kind
+        slot.value.i64 = a
+
+    def put_u64(slot, a, keep, i):
+        slot.kind = kind
+        slot.value.u64 = a
+
+    def put_f32(slot, a, keep, i):
+        slot.kind = kind
+        slot.value.f32 = a
+
+    def put_f64(slot, a, keep, i):
+        slot.kind = kind
+        slot.value.f64 = a
+
+    return {"i32": put_i32, "u32": put_u32, "i64": put_i64, "u64": put_u64, "f32": put_f32,
+            "f64": put_f64}[field]
 
 
 def _put_bytes(slot, a, keep, i):
@@ -278,6 +322,21 @@ def _put_array(slot, a, keep, i):
     if address is not None:
         slot.kind = _ARG_POINTER
         slot.value.u64 = address  # the union's pointer, written as its integer
+    else:
+        _put_foreign(slot, a, keep, i)
+
+
+def _put_cupy(slot, a, keep, i):
+    """A CuPy ndarray (always on a CUDA device): its data pointer."""
+    slot.kind = _ARG_POINTER
+    slot.value.u64 = a.data.ptr
+
+
+def _put_torch(slot, a, keep, i):
+    """A PyTorch tensor: its data pointer when on a CUDA device, else DLPack."""
+    if a.is_cuda:
+        slot.kind = _ARG_POINTER
+        slot.value.u64 = a.data_ptr()
     else:
         _put_foreign(slot, a, keep, i)
 
@@ -305,7 +364,11 @@ for _dt, (_kind, _field) in _NP_SCALAR_KIND.items():
 
 def _converter(a):
     t = type(a)
-    if t.__module__.startswith(("torch", "cupy")):
+    if t.__module__.startswith("cupy") and t.__name__ == "ndarray":
+        put = _put_cupy
+    elif t.__module__.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "is_cuda"):
+        put = _put_torch
+    elif t.__module__.startswith(("torch", "cupy")):
         put = _put_array
     elif isinstance(a, (np.void, np.ndarray, np.generic)):
         put = _put_bytes
@@ -330,16 +393,19 @@ def _pack(args):
     return array, n, keep
 
 
-def _device_of_args(args, default: Device) -> Device:
-    """The device of the first array argument, else `default`."""
+def _device_of_args(args, runtime) -> Device:
+    """The device of the first array argument, else the runtime's default device."""
     for a in args:
+        if type(a) is GPUArray:
+            return a._device
         if isinstance(a, GPUArray):
             return a.device
         if hasattr(a, "__dlpack_device__"):
             kind, index = a.__dlpack_device__()
             if int(kind) in (2, 13):
-                return default.runtime.device(f"cuda:{int(index)}")
-    return default
+                return runtime.device(f"cuda:{int(index)}")
+            break
+    return runtime.default_device()
 
 
 class Function:
@@ -349,24 +415,52 @@ class Function:
         self.module = module
         self.name = name
         self._ptr = ptr
-        self._launch = ffi.new("gk_jit_launch_args*")
-        self._launch.struct_size = ffi.sizeof("gk_jit_launch_args")
+        self._launch = ffi.new(_T_LAUNCH_P)
+        self._launch.struct_size = ffi.sizeof(_T_LAUNCH_P.item)
+        # Reused by every launch under the lock (the C call copies what it reads): no
+        # allocation per call. The grid and block last written are kept to skip rewriting.
+        self._args = _newp(_T_ARG_ARRAY, 8)
+        self._launch.args = self._args
+        self._grid = self._block = None
+        self._shared_mem, self._num_args, self._stream = 0, 0, ffi.NULL
         self._launch_lock = threading.Lock()
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
-        grid, block = _dims(grid, "grid"), _dims(block, "block")
-        if not isinstance(args, (tuple, list)):
+        if type(args) is not tuple and not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
-        array, count, keep = _pack(args)
-        stream_ptr = _stream_ptr(stream, self.module.device)
-        with self._launch_lock:  # one launch struct per kernel: reused, not shared
+        stream_ptr = ffi.NULL if stream is None and not _open_task_streams[0] else \
+            _stream_ptr(stream, self.module.device)
+        keep = []
+        get = _PUT.get
+        n = len(args)
+        with self._launch_lock:  # one launch struct and argument array per kernel
             l = self._launch
-            l.grid = grid
-            l.block = block
-            l.shared_mem_bytes = shared_mem
-            l.args = array
-            l.num_args = count
-            l.stream = stream_ptr
+            # Tuples and ints compare cheaply; anything else is converted every time.
+            if type(grid) is not tuple and type(grid) is not int:
+                l.grid, self._grid = _dims(grid, "grid"), None
+            elif grid != self._grid:
+                l.grid = _dims(grid, "grid")
+                self._grid = grid
+            if type(block) is not tuple and type(block) is not int:
+                l.block, self._block = _dims(block, "block"), None
+            elif block != self._block:
+                l.block = _dims(block, "block")
+                self._block = block
+            array = self._args
+            if n > len(array):
+                array = self._args = _newp(_T_ARG_ARRAY, n)
+                l.args = array
+            i = 0
+            for a in args:
+                (get(type(a)) or _converter(a))(array[i], a, keep, i)
+                i += 1
+            if shared_mem != self._shared_mem:
+                l.shared_mem_bytes = shared_mem
+                self._shared_mem = l.shared_mem_bytes
+            if n != self._num_args:
+                l.num_args = self._num_args = n
+            if stream_ptr is not self._stream:
+                l.stream = self._stream = stream_ptr
             status = lib.gk_jit_launch(self._ptr, l)
         if status:
             check(status)
@@ -406,6 +500,12 @@ class RawKernel:
                     self._by_device[key] = fn
         return fn
 
+    def register_op(self, op: str, dtypes, *, priority: int = 100, block_size: int = 256,
+                    device=None) -> "JitOp":
+        """Registers this kernel for op `op` on `device` (see gpukit.register_op)."""
+        return register_op(op, self, dtypes, priority=priority, block_size=block_size,
+                           device=device)
+
     def compile(self, device=None) -> RawModule:
         """Compiles (or finds in the caches) the module for `device` now; returns it."""
         rt = self._runtime or _runtime()
@@ -413,11 +513,101 @@ class RawKernel:
         return self._function(dev).module
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
-        if not isinstance(args, (tuple, list)):
+        if type(args) is not tuple and not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
-        rt = self._runtime or _runtime()
-        device = _device_of_args(args, rt.default_device())
-        self._function(device)(grid, block, args, shared_mem=shared_mem, stream=stream)
+        # The common case first: a GPUArray as first argument, on a device compiled for.
+        first = args[0] if args else None
+        if type(first) is GPUArray:
+            device = first._device
+            fn = self._by_device.get((id(device.runtime), device.id))
+            if fn is not None:
+                return fn(grid, block, args, shared_mem, stream)
+        device = _device_of_args(args, self._runtime or _runtime())
+        self._function(device)(grid, block, args, shared_mem, stream)
+
+
+# A kernel serving a named op ---------------------------------------------------------
+
+_GEOMETRY_ELEMENTWISE = 1
+# Registrations stay until released: dropping the handle does not unregister (a forgotten
+# handle would otherwise take the kernel out of dispatch at some garbage collection).
+_registrations = set()
+_registrations_lock = threading.Lock()
+
+
+class JitOp:
+    """A JIT kernel registered as an implementation of a named op (gk_jit_op_register):
+    ``gpukit`` ops and ``gpukit.explain`` see it as ``"jit:<kernel name>"``. ``release()``
+    (or leaving a ``with`` block) unregisters it."""
+
+    def __init__(self, op: str, function: "Function", ptr, priority: int, block_size: int):
+        self.op = op
+        self.function = function
+        self.name = "jit:" + function.name
+        self.priority = priority
+        self.block_size = block_size
+        self._ptr = ptr
+
+    def release(self) -> None:
+        """Unregisters: later calls of the op no longer consider the kernel. Idempotent."""
+        with _registrations_lock:
+            ptr, self._ptr = self._ptr, None
+            _registrations.discard(self)
+        if ptr is not None:
+            lib.gk_jit_op_release(ptr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        state = "registered" if self._ptr is not None else "released"
+        return f"JitOp({self.op!r}, {self.name!r}, priority={self.priority}, {state})"
+
+
+def register_op(op: str, kernel, dtypes, *, priority: int = 100, block_size: int = 256,
+                device=None) -> JitOp:
+    """Registers a kernel as an implementation of op `op` for input-0 dtypes `dtypes` (names
+    such as "f32", NumPy dtypes) on the kernel's device, with the elementwise geometry: the
+    kernel takes the inputs' pointers, the outputs' pointers and the element count as a
+    ``long long``, and is launched with one thread per output element in blocks of
+    `block_size` (docs/jit.md, "A kernel serving an op"). `kernel` is a Function
+    (``RawModule.get_function``) or a RawKernel (compiled for `device`, default: the
+    default device). The highest `priority` among the kernels and plugins that accept a call
+    serves it (plugins: cpu 0, CUDA 50-80). Returns a JitOp; it stays registered until
+    ``release()``."""
+    if isinstance(kernel, RawKernel):
+        rt = kernel._runtime or _runtime()
+        dev = device if isinstance(device, Device) else rt.device(device)
+        function = kernel._function(dev)
+    elif isinstance(kernel, Function):
+        function = kernel
+    else:
+        raise TypeError(f"kernel must be a gpukit.RawKernel or a Function of a RawModule, got "
+                        f"{type(kernel).__name__}")
+    if not isinstance(op, str):
+        raise TypeError(f"op must be an op name (str), got {type(op).__name__}")
+    if isinstance(dtypes, (str, np.dtype, type)):
+        dtypes = (dtypes,)
+    codes = [_gk_dtype(d) for d in dtypes]
+    if not codes:
+        raise ValueError("dtypes is empty: name the input dtypes the kernel serves")
+    codes_c = ffi.new("int32_t[]", codes)
+    o = ffi.new(_T_OP_OPTIONS_P)
+    o.struct_size = ffi.sizeof(_T_OP_OPTIONS_P.item)
+    o.dtypes, o.num_dtypes = codes_c, len(codes)
+    o.priority = int(priority)
+    o.geometry = _GEOMETRY_ELEMENTWISE
+    o.block_size = int(block_size)
+    out = ffi.new(_T_OP_PP)
+    check(lib.gk_jit_op_register(function.module.runtime.ptr, op.encode(), function._ptr, o,
+                                 out))
+    registration = JitOp(op, function, out[0], int(priority), int(block_size) or 256)
+    with _registrations_lock:
+        _registrations.add(registration)
+    return registration
 
 
 # ElementwiseKernel ---------------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "jit/disk_cache.h"
+#include "jit/nvrtc.h"
 
 namespace gk::cuda {
 namespace {
@@ -110,6 +112,15 @@ std::string Driver::error_text(CUresult result) const {
 }
 
 int nvrtc_version() {
+  // Opening NVRTC is a dlopen of ~100 MB (tens of milliseconds, on every process that reads
+  // device properties): the JIT's open NVRTC, else the facts its cache folder remembers, are
+  // asked first (jit/nvrtc.h).
+  if (const jit::Nvrtc* open = jit::Nvrtc::opened()) return open->version();
+  try {
+    if (auto facts = jit::remembered_nvrtc(jit::cache_settings().dir)) return facts->version;
+  } catch (const Error&) {
+    // A bad $GPUKIT_CACHE_MAX_BYTES: the JIT's calls report it; here NVRTC is opened.
+  }
   static const int version = [] {
     const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
     for (const char* name : names) {

@@ -1,6 +1,8 @@
 #include "dispatch/dispatcher.h"
 
 #include <algorithm>
+#include <atomic>
+#include <unordered_map>
 
 #include "common/dtype.h"
 #include "device/device.h"
@@ -16,6 +18,49 @@ std::string DispatchDecision::refusal_text(const std::string& op, const Device& 
   return text;
 }
 
+namespace {
+
+struct RuntimeRecordTable {
+  std::atomic<int64_t> count{0};
+  std::mutex mutex;
+  std::unordered_map<const PluginRegistry*, std::vector<const PluginRecord*>> by_registry;
+};
+
+RuntimeRecordTable& runtime_records() {
+  static RuntimeRecordTable* table = new RuntimeRecordTable();  // used until exit
+  return *table;
+}
+
+}  // namespace
+
+void RuntimeRecords::add(const PluginRegistry& plugins, const PluginRecord* record) {
+  RuntimeRecordTable& t = runtime_records();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.by_registry[&plugins].push_back(record);
+  t.count.fetch_add(1, std::memory_order_release);
+}
+
+void RuntimeRecords::remove(const PluginRegistry& plugins, const PluginRecord* record) {
+  RuntimeRecordTable& t = runtime_records();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.by_registry.find(&plugins);
+  if (it == t.by_registry.end()) return;
+  auto& list = it->second;
+  auto at = std::find(list.begin(), list.end(), record);
+  if (at == list.end()) return;
+  list.erase(at);
+  t.count.fetch_sub(1, std::memory_order_release);
+  if (list.empty()) t.by_registry.erase(it);
+}
+
+void RuntimeRecords::append(const PluginRegistry& plugins, std::vector<const PluginRecord*>& out) {
+  RuntimeRecordTable& t = runtime_records();
+  if (t.count.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.by_registry.find(&plugins);
+  if (it != t.by_registry.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
 DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
                         const gk_kernel_args& args, bool every_candidate) {
   // The listing plugins, highest priority first, in the order found among equals. On the
@@ -25,19 +70,23 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
   constexpr size_t kInline = 32;
   const PluginRecord* inline_listed[kInline];
   std::vector<const PluginRecord*> heap_listed;
-  const size_t records = plugins.records().size();
+  std::vector<const PluginRecord*> added;  // JIT kernels serving ops; usually none
+  RuntimeRecords::append(plugins, added);
+  const size_t records = plugins.records().size() + added.size();
   if (records > kInline) heap_listed.resize(records);
   const PluginRecord** listed = records > kInline ? heap_listed.data() : inline_listed;
   size_t num_listed = 0;
-  for (const auto& r : plugins.records()) {
-    if (!r->manifest_ok || !r->manifest.find_op(op_name)) continue;
+  auto consider = [&](const PluginRecord* r) {
+    if (!r->manifest_ok || !r->manifest.find_op(op_name)) return;
     size_t k = num_listed++;
     while (k > 0 && listed[k - 1]->manifest.priority < r->manifest.priority) {
       listed[k] = listed[k - 1];
       --k;
     }
-    listed[k] = r.get();
-  }
+    listed[k] = r;
+  };
+  for (const auto& r : plugins.records()) consider(r.get());
+  for (const PluginRecord* r : added) consider(r);
 
   DispatchDecision decision;
   int32_t dtype = args.num_inputs > 0 ? args.inputs[0].dtype : 0;
@@ -109,6 +158,11 @@ void DispatchCache::add(const Key& key, const PluginRecord* plugin) {
   }
   if (entries_.size() >= kMaxEntries) entries_.clear();
   entries_.emplace(hash, Entry{std::string(bytes), plugin});
+}
+
+void DispatchCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
 }
 
 size_t DispatchCache::size() const {

@@ -33,6 +33,20 @@ struct DispatchDecision {
   std::string refusal_text(const std::string& op, const Device& device) const;
 };
 
+// Records added beside a registry's plugins while its runtime runs: JIT kernels registered
+// to serve ops (gk_jit_op_register, core/src/jit/jit_op.cpp). decide() considers them with
+// the plugins, by the same manifest fields. A record stays allocated after it is removed
+// (its owner keeps it), since a call may hold it from the dispatch cache; removing one
+// empties the runtime's dispatch cache. Any thread.
+class RuntimeRecords {
+ public:
+  static void add(const PluginRegistry& plugins, const PluginRecord* record);
+  static void remove(const PluginRegistry& plugins, const PluginRecord* record);
+  // Appends the records added beside `plugins` (none, at the cost of one atomic read, in a
+  // process that registered none).
+  static void append(const PluginRegistry& plugins, std::vector<const PluginRecord*>& out);
+};
+
 // With `every_candidate`, keeps asking after the choice (for explain); otherwise stops
 // at the first plugin that accepts, and `candidates` then holds only the plugins that
 // declined before it (every one of them when none accepts, for refusal_text).
@@ -43,7 +57,8 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
 // op's rules and the plugins' supports(). Both decide on what a key holds (the op, the
 // device, each tensor's dtype, shape, strides, flags and data alignment, the attributes),
 // and a runtime's plugins and devices do not change once it is made, so an entry never
-// goes stale. Only calls that passed both are added. Any thread.
+// goes stale unless a JIT kernel is registered or unregistered (RuntimeRecords), which
+// clears it. Only calls that passed both are added. Any thread.
 class DispatchCache {
  public:
   // A call's key, built on the stack. Past kCapacity bytes it is marked full and the
@@ -78,6 +93,8 @@ class DispatchCache {
   const PluginRecord* find(const Key& key) const;
   void add(const Key& key, const PluginRecord* plugin);
   size_t size() const;
+  // Forgets every choice (a JIT kernel registered or unregistered changes them).
+  void clear();
 
  private:
   struct Entry {

@@ -254,8 +254,9 @@ int64_t DiskCache::clear() const {
   std::vector<fs::path> doomed;
   for (fs::directory_iterator it(settings_.dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    // nvrtc.facts (nvrtc.h) and its temporary files go too: an empty cache remembers nothing.
     if (ends_with(name, kEntrySuffix) || ends_with(name, kLockSuffix) ||
-        name.find(kTempMarker) != std::string::npos) {
+        name.find(kTempMarker) != std::string::npos || name.rfind("nvrtc.facts", 0) == 0) {
       doomed.push_back(it->path());
     }
   }

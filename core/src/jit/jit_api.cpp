@@ -99,7 +99,24 @@ std::optional<std::string> toolkit_include_dir() {
   return std::nullopt;
 }
 
-std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc& nvrtc,
+// A miss when the key was made with a remembered NVRTC version (remembered_nvrtc) that the
+// NVRTC opened to compile does not have: compile_module starts again with NVRTC open.
+struct RememberedVersionWrong {};
+
+// NVRTC, opened for a compile that missed the caches. `remembered_version` (0: none) is the
+// version the key was made with.
+const Nvrtc& nvrtc_for_compile(const Nvrtc* opened, int remembered_version) {
+  if (opened) return *opened;
+  std::string why;
+  const Nvrtc* nvrtc = Nvrtc::get(&why);
+  if (!nvrtc) fail(GK_UNAVAILABLE, why);
+  if (nvrtc->version() != remembered_version) throw RememberedVersionWrong{};
+  return *nvrtc;
+}
+
+// `nvrtc` may be null when its facts were remembered: it is then opened only to compile.
+std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc* opened_nvrtc,
+                                               int nvrtc_version,
                                                const ProgramSpec& spec, const std::string& key,
                                                bool use_disk, bool force, int32_t& origin,
                                                std::string& cache_path) {
@@ -120,6 +137,7 @@ std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc& n
     return shared;
   };
   auto compile = [&] {
+    const Nvrtc& nvrtc = nvrtc_for_compile(opened_nvrtc, nvrtc_version);
     const auto start = std::chrono::steady_clock::now();
     CompileOutput out = nvrtc.compile(spec.source, spec.program_name, nvrtc_options(spec),
                                       spec.name_expressions);
@@ -168,8 +186,19 @@ std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc& n
   return remember(std::move(image));
 }
 
+// Writes nvrtc.facts in `dir` the first time this process compiles into it.
+void remember_once(const std::string& dir, const Nvrtc& nvrtc) {
+  static std::mutex mutex;
+  static std::vector<std::string> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(done.begin(), done.end(), dir) != done.end()) return;
+  done.push_back(dir);
+  remember_nvrtc(dir, nvrtc);
+}
+
+// `trust_remembered`: use NVRTC facts remembered in the cache folder (see build_image).
 gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source,
-                              const gk_jit_options* given) {
+                              const gk_jit_options* given, bool trust_remembered) {
   require_arg(source, "gk_jit_compile", "source");
   gk_jit_options o = GK_JIT_OPTIONS_INIT;
   if (given) {
@@ -186,9 +215,20 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
     fail(GK_INVALID_ARGUMENT, "gk_jit_compile: sm_version " + std::to_string(o.sm_version) +
                                   " is not an SM (write 90 for sm_90)");
   }
-  std::string why;
-  const Nvrtc* nvrtc = Nvrtc::get(&why);
-  if (!nvrtc) fail(GK_UNAVAILABLE, "gk_jit_compile: " + why);
+  const bool force = o.flags & GK_JIT_FORCE_COMPILE;
+  const bool use_disk = !(o.flags & GK_JIT_NO_DISK_CACHE);
+  // A hit needs NVRTC's version and SMs, not NVRTC: opening it (a dlopen of ~100 MB) is left
+  // to a compile when an earlier process remembered them in the cache folder.
+  const std::string cache_dir = use_disk ? cache_settings().dir : std::string();
+  const Nvrtc* nvrtc = nullptr;
+  std::optional<NvrtcFacts> facts;
+  if (trust_remembered && !force) facts = remembered_nvrtc(cache_dir);
+  if (!facts) {
+    std::string why;
+    nvrtc = Nvrtc::get(&why);
+    if (!nvrtc) fail(GK_UNAVAILABLE, "gk_jit_compile: " + why);
+    facts = NvrtcFacts{nvrtc->version(), nvrtc->supported_sms()};
+  }
 
   ProgramSpec spec;
   spec.source = source;
@@ -203,16 +243,14 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
   // NVRTC ships no CUDA headers of its own in CUDA 13 (cuda_fp16.h, cuda_bf16.h, ...): the
   // toolkit's include folder goes last, as CuPy adds it.
   if (auto toolkit = toolkit_include_dir()) spec.include_paths.push_back(*toolkit);
-  const auto& sms = nvrtc->supported_sms();
+  const auto& sms = facts->supported_sms;
   if (!sms.empty() && std::find(sms.begin(), sms.end(), spec.sm_version) == sms.end()) {
-    fail(GK_INVALID_ARGUMENT, "gk_jit_compile: NVRTC " + std::to_string(nvrtc->version() / 1000) +
-                                  "." + std::to_string(nvrtc->version() % 1000 / 10) +
+    fail(GK_INVALID_ARGUMENT, "gk_jit_compile: NVRTC " + std::to_string(facts->version / 1000) +
+                                  "." + std::to_string(facts->version % 1000 / 10) +
                                   " cannot compile for sm_" + std::to_string(spec.sm_version) +
                                   "; it supports " + sm_list(sms));
   }
-  const std::string key = program_key(spec, nvrtc->version(), gk_abi_version());
-  const bool force = o.flags & GK_JIT_FORCE_COMPILE;
-  const bool use_disk = !(o.flags & GK_JIT_NO_DISK_CACHE);
+  const std::string key = program_key(spec, facts->version, gk_abi_version());
   const bool load = device.is_cuda() && spec.sm_version == device.sm_version;
 
   ProcessTables& t = tables();
@@ -235,8 +273,11 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
   loaded->runtime = rt.shared_from_this();
   loaded->device = &device;
   loaded->image = with_context("gk_jit_compile", [&] {
-    return build_image(rt, *nvrtc, spec, key, use_disk, force, origin, loaded->cache_path);
+    return build_image(rt, nvrtc, facts->version, spec, key, use_disk, force, origin,
+                       loaded->cache_path);
   });
+  // Opened here, NVRTC's facts are remembered for the next process (once per folder).
+  if (nvrtc && use_disk && !loaded->cache_path.empty()) remember_once(cache_dir, *nvrtc);
   if (load) {
     const cuda::Driver& driver = *rt.devices().driver();
     loaded->api = module_driver_api(driver);
@@ -338,10 +379,11 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
   require_struct(args->struct_size, GK_JIT_LAUNCH_ARGS_SIZE, fn, "gk_jit_launch_args");
   const LoadedModule& m = *kernel.loaded;
   Runtime& rt = *m.runtime;
-  const std::string who = std::string(fn) + ": kernel '" + kernel.name + "'";
+  // Messages only: made when a check fails, not on every launch.
+  auto who = [&] { return std::string(fn) + ": kernel '" + kernel.name + "'"; };
   for (int i = 0; i < 3; ++i) {
     if (args->grid[i] == 0 || args->block[i] == 0) {
-      fail(GK_INVALID_ARGUMENT, who + ": grid (" + std::to_string(args->grid[0]) + ", " +
+      fail(GK_INVALID_ARGUMENT, who() + ": grid (" + std::to_string(args->grid[0]) + ", " +
                                     std::to_string(args->grid[1]) + ", " +
                                     std::to_string(args->grid[2]) + ") and block (" +
                                     std::to_string(args->block[0]) + ", " +
@@ -350,34 +392,47 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
     }
   }
   if (args->num_args < 0 || (args->num_args > 0 && !args->args)) {
-    fail(GK_INVALID_ARGUMENT, who + ": num_args " + std::to_string(args->num_args) +
+    fail(GK_INVALID_ARGUMENT, who() + ": num_args " + std::to_string(args->num_args) +
                                   " with args " + (args->args ? "set" : "NULL"));
   }
   const size_t count = size_t(args->num_args);
   if (kernel.params_known && count != kernel.param_sizes.size()) {
-    fail(GK_INVALID_ARGUMENT, who + " takes " + std::to_string(kernel.param_sizes.size()) +
+    fail(GK_INVALID_ARGUMENT, who() + " takes " + std::to_string(kernel.param_sizes.size()) +
                                   " parameters; " + std::to_string(count) + " arguments given");
   }
   gk_stream& stream = stream_for(rt, args->stream, *m.device, fn);
   TensorPins pins(stream.native);
-  std::vector<uint64_t> words(count);
-  std::vector<void*> params(count);
+  // On the stack for up to kInlineArgs arguments, so a launch allocates nothing for them.
+  constexpr size_t kInlineArgs = 32;
+  uint64_t inline_words[kInlineArgs];
+  void* inline_params[kInlineArgs];
+  std::vector<uint64_t> heap_words;
+  std::vector<void*> heap_params;
+  if (count > kInlineArgs) {
+    heap_words.resize(count);
+    heap_params.resize(count);
+  }
+  uint64_t* words = count > kInlineArgs ? heap_words.data() : inline_words;
+  void** params = count > kInlineArgs ? heap_params.data() : inline_params;
   for (size_t i = 0; i < count; ++i) {
     const gk_jit_arg& a = args->args[i];
     const char* kind = kind_name(a.kind);
-    const std::string arg_name = "argument " + std::to_string(i);
+    auto arg_name = [i] { return "argument " + std::to_string(i); };
+    words[i] = 0;
     if (!kind) {
-      fail(GK_INVALID_ARGUMENT, who + ": " + arg_name + " has kind " + std::to_string(a.kind) +
+      fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " has kind " + std::to_string(a.kind) +
                                     ", which is no gk_jit_arg_kind");
     }
     size_t size = 8;
     void* at = &words[i];
     switch (a.kind) {
       case GK_JIT_ARG_TENSOR: {
-        if (!a.value.tensor) fail(GK_INVALID_ARGUMENT, who + ": " + arg_name + " is a NULL tensor");
+        if (!a.value.tensor) {
+          fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is a NULL tensor");
+        }
         const gk_tensor& t = *a.value.tensor;
         if (t.device != m.device) {
-          fail(GK_INVALID_ARGUMENT, who + ": " + arg_name + " is a tensor on " +
+          fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is a tensor on " +
                                         t.device->label() + " but the kernel runs on " +
                                         m.device->label() + "; copy it first");
         }
@@ -390,7 +445,7 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
         break;
       case GK_JIT_ARG_BYTES:
         if (a.size <= 0 || !a.value.bytes) {
-          fail(GK_INVALID_ARGUMENT, who + ": " + arg_name + " is bytes of size " +
+          fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is bytes of size " +
                                         std::to_string(a.size) + (a.value.bytes ? "" : " at NULL"));
         }
         size = size_t(a.size);
@@ -400,7 +455,7 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
         std::memcpy(&words[i], &a.value, 8);
     }
     if (kernel.params_known && kernel.param_sizes[i] != size) {
-      fail(GK_INVALID_ARGUMENT, who + ": " + arg_name + " is " + kind + " (" +
+      fail(GK_INVALID_ARGUMENT, who() + ": " + arg_name() + " is " + kind + " (" +
                                     std::to_string(size) + " bytes) but parameter " +
                                     std::to_string(i) + " takes " +
                                     std::to_string(kernel.param_sizes[i]) + " bytes");
@@ -409,13 +464,13 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
   }
   TaskLaunch task_launch(rt, stream);
   const cuda::Driver& driver = *rt.devices().driver();
-  cuda::ContextGuard guard(driver, m.device->context);
+  LaunchContext guard(driver, m.device->context);
   cuda::CUresult r = m.api->cuLaunchKernel(
       kernel.function, args->grid[0], args->grid[1], args->grid[2], args->block[0],
       args->block[1], args->block[2], args->shared_mem_bytes, stream.native,
-      count ? params.data() : nullptr, nullptr);
+      count ? params : nullptr, nullptr);
   if (r == kErrorInvalidValue || r == kErrorLaunchOutOfResources) {
-    fail(GK_INVALID_ARGUMENT, who + " refused by the driver (block " +
+    fail(GK_INVALID_ARGUMENT, who() + " refused by the driver (block " +
                                   std::to_string(args->block[0]) + "x" +
                                   std::to_string(args->block[1]) + "x" +
                                   std::to_string(args->block[2]) + ", " +
@@ -423,7 +478,7 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
                                   " bytes of dynamic shared memory): " + driver.error_text(r));
   }
   if (r != cuda::kSuccess) {
-    fail(GK_INTERNAL, who + ": cuLaunchKernel returned " + driver.error_text(r));
+    fail(GK_INTERNAL, who() + ": cuLaunchKernel returned " + driver.error_text(r));
   }
   task_launch.launched();
 }
@@ -456,7 +511,12 @@ GK_API gk_status gk_jit_compile(gk_runtime* runtime, int32_t device, const char*
   return gk::c_guard([&] {
     auto& rt = gk::runtime_of(runtime, "gk_jit_compile");
     gk::require_arg(out, "gk_jit_compile", "out");
-    *out = gk::jit::compile_module(rt, device, source, options);
+    try {
+      *out = gk::jit::compile_module(rt, device, source, options, true);
+    } catch (const gk::jit::RememberedVersionWrong&) {
+      // The remembered NVRTC version was not the one opened: the key was wrong; again.
+      *out = gk::jit::compile_module(rt, device, source, options, false);
+    }
   });
 }
 

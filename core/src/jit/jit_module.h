@@ -45,6 +45,30 @@ struct LoadedModule {
   ~LoadedModule();
 };
 
+// Makes a device's context current for a launch, pushing it only when it is not current
+// already (a thread that works with CuPy or PyTorch has it current): the check costs less
+// than a push and a pop.
+class LaunchContext {
+ public:
+  LaunchContext(const cuda::Driver& driver, cuda::CUcontext context) : driver_(driver) {
+    cuda::CUcontext current = nullptr;
+    if (driver.api().cuCtxGetCurrent(&current) != cuda::kSuccess || current != context) {
+      GK_CU_CHECK(driver, cuCtxPushCurrent(context));
+      pushed_ = true;
+    }
+  }
+  ~LaunchContext() {
+    cuda::CUcontext popped = nullptr;
+    if (pushed_) driver_.api().cuCtxPopCurrent(&popped);
+  }
+  LaunchContext(const LaunchContext&) = delete;
+  LaunchContext& operator=(const LaunchContext&) = delete;
+
+ private:
+  const cuda::Driver& driver_;
+  bool pushed_ = false;
+};
+
 // In-process state for tests: how many entries the process image table holds, and a way to
 // forget them so the next compile goes to the disk cache.
 void forget_process_images();

@@ -1,8 +1,13 @@
 #include "jit/nvrtc.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -14,17 +19,26 @@ namespace gk::jit {
 
 std::atomic<int64_t> Nvrtc::compile_count_{0};
 
+namespace {
+
+std::atomic<const Nvrtc*> opened_nvrtc{nullptr};
+
+// The library names get() tries, in order.
+std::vector<std::string> library_names() {
+  if (auto chosen = env_value("GPUKIT_NVRTC_LIBRARY")) return {*chosen};
+  return {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+}
+
+}  // namespace
+
+const Nvrtc* Nvrtc::opened() { return opened_nvrtc.load(std::memory_order_acquire); }
+
 const Nvrtc* Nvrtc::get(std::string* why) {
   static std::once_flag once;
   static Nvrtc* nvrtc = nullptr;
   static std::string failure;
   std::call_once(once, [] {
-    std::vector<std::string> names;
-    if (auto chosen = env_value("GPUKIT_NVRTC_LIBRARY")) {
-      names.push_back(*chosen);
-    } else {
-      names = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-    }
+    const std::vector<std::string> names = library_names();
     void* handle = nullptr;
     std::string tried;
     for (const std::string& name : names) {
@@ -41,6 +55,12 @@ const Nvrtc* Nvrtc::get(std::string* why) {
     }
     auto* n = new Nvrtc();
     n->handle_ = handle;
+    link_map* map = nullptr;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) {
+      char* real = realpath(map->l_name, nullptr);
+      n->library_path_ = real ? real : map->l_name;
+      free(real);
+    }
     NvrtcApi& a = n->api_;
     struct Symbol {
       const char* name;
@@ -86,9 +106,100 @@ const Nvrtc* Nvrtc::get(std::string* why) {
       if (a.nvrtcGetSupportedArchs(n->supported_sms_.data()) != 0) n->supported_sms_.clear();
     }
     nvrtc = n;
+    opened_nvrtc.store(n, std::memory_order_release);
   });
   if (!nvrtc && why) *why = failure;
   return nvrtc;
+}
+
+namespace {
+
+// "size mtime" of a file, "absent" when it cannot be read.
+std::string file_stamp(const std::string& path) {
+  struct stat st{};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "absent";
+  return std::to_string(int64_t(st.st_size)) + " " + std::to_string(int64_t(st.st_mtim.tv_sec)) +
+         "." + std::to_string(int64_t(st.st_mtim.tv_nsec));
+}
+
+// The lines of nvrtc.facts that say which library get() would open now, given its path.
+std::string loader_lines(const std::string& library_path) {
+  auto env_line = [](const char* name) {
+    auto value = env_value(name);
+    return std::string(name) + "=" + (value ? "set:" + *value : "unset") + "\n";
+  };
+  return "gpukit-nvrtc-facts/1\n" + env_line("GPUKIT_NVRTC_LIBRARY") +
+         env_line("LD_LIBRARY_PATH") + "ld.so.cache=" + file_stamp("/etc/ld.so.cache") + "\n" +
+         "library=" + library_path + "\n" + "library stamp=" + file_stamp(library_path) + "\n";
+}
+
+std::string facts_path(const std::string& dir) { return dir + "/nvrtc.facts"; }
+
+}  // namespace
+
+std::optional<NvrtcFacts> remembered_nvrtc(const std::string& dir) {
+  if (dir.empty() || Nvrtc::opened()) return std::nullopt;
+  // An NVRTC loaded by another library of the process (CuPy, PyTorch) is what get() opens.
+  for (const std::string& name : library_names()) {
+    if (void* loaded = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+      dlclose(loaded);
+      return std::nullopt;
+    }
+  }
+  std::ifstream in(facts_path(dir), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  // The facts follow the loader lines: "version=13000\nsms=75 80 ...\n".
+  const size_t library_at = text.find("\nlibrary=");
+  if (library_at == std::string::npos) return std::nullopt;
+  const size_t path_end = text.find('\n', library_at + 9);
+  if (path_end == std::string::npos) return std::nullopt;
+  const std::string library_path = text.substr(library_at + 9, path_end - library_at - 9);
+  const std::string expected = loader_lines(library_path);
+  if (library_path.empty() || text.compare(0, expected.size(), expected) != 0) return std::nullopt;
+  std::istringstream rest(text.substr(expected.size()));
+  std::string version_line, sms_line;
+  if (!std::getline(rest, version_line) || !std::getline(rest, sms_line)) return std::nullopt;
+  if (version_line.rfind("version=", 0) != 0 || sms_line.rfind("sms=", 0) != 0) {
+    return std::nullopt;
+  }
+  NvrtcFacts facts;
+  try {
+    facts.version = std::stoi(version_line.substr(8));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::istringstream sms(sms_line.substr(4));
+  for (int sm; sms >> sm;) facts.supported_sms.push_back(sm);
+  if (facts.version <= 0) return std::nullopt;
+  return facts;
+}
+
+void remember_nvrtc(const std::string& dir, const Nvrtc& nvrtc) {
+  const std::string& path = nvrtc.library_path();
+  if (dir.empty() || path.empty() || path.find('\n') != std::string::npos) return;
+  std::string text = loader_lines(path);
+  // A value with a line break would make the file ambiguous: not remembered.
+  if (std::count(text.begin(), text.end(), '\n') != 6) return;
+  text += "version=" + std::to_string(nvrtc.version()) + "\nsms=";
+  for (int sm : nvrtc.supported_sms()) text += std::to_string(sm) + " ";
+  text += "\n";
+  const std::string final_path = facts_path(dir);
+  static std::atomic<int64_t> serial{0};
+  const std::string temporary = final_path + ".tmp." + std::to_string(getpid()) + "." +
+                                std::to_string(serial.fetch_add(1));
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    out << text;
+    if (!out.flush()) {
+      std::remove(temporary.c_str());
+      return;
+    }
+  }
+  if (std::rename(temporary.c_str(), final_path.c_str()) != 0) std::remove(temporary.c_str());
 }
 
 std::string Nvrtc::error_text(NvrtcResult result) const {
