@@ -18,11 +18,14 @@
 #   --offline    install cffi/pycparser from .whl/ and numpy/pytest/torch from the system site
 #                (--system-site-packages); implied by --gpu
 #   --wheel W    skip the build, check wheel W
+#   --build-only build the wheel (with the offline tools setup when --offline/--gpu) and stop: a
+#                GPU run whose commands are limited to 10 min each can build in one command and
+#                check in the next (`--cuda --gpu --wheel dist/gpukit-*.whl`; dist/ stays)
 #   --keep       keep the temporary folder (its path is printed)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python3}
-cuda=OFF gpu=0 offline=0 wheel="" keep=0
+cuda=OFF gpu=0 offline=0 wheel="" keep=0 build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) cuda=ON;;
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     --offline) offline=1;;
     --wheel) wheel=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift;;
     --keep) keep=1;;
+    --build-only) build_only=1;;
     *) echo "check_wheel.sh: unknown option '$1' (see the header of $0)" >&2; exit 2;;
   esac
   shift
@@ -56,18 +60,23 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$REPO"/dist/gpukit-*.whl)  # build_wheel.sh leaves exactly one there
 fi
 t_build=$(date +%s)
+if [ "$build_only" = 1 ]; then
+  echo "check_wheel.sh: built $wheel in $((t_build - t0)) s"
+  exit 0
+fi
 
 venv_args=()
 [ "$offline" = 1 ] && venv_args=(--system-site-packages)
 vpy=$work/venv/bin/python
-# Where the venv module lacks ensurepip (Debian without python3-venv), the venv gets no pip of
-# its own and the build Python's pip installs into it (pip --python).
-if "$PYTHON" -m venv "${venv_args[@]}" "$work/venv" 2>/dev/null; then
-  vpip() { "$vpy" -m pip "$@"; }
-else
-  rm -rf "$work/venv"
+# The venv gets no pip of its own: the build Python's pip installs into it (pip --python, pip
+# 22.3 and later), which spares ensurepip's half minute and works where Debian's python3-venv
+# (ensurepip) is missing. An older pip gets a venv with its own pip.
+if "$PYTHON" -m pip install --help 2>/dev/null | grep -q -- "--python"; then
   "$PYTHON" -m venv --without-pip "${venv_args[@]}" "$work/venv"
   vpip() { "$PYTHON" -m pip --python "$vpy" "$@"; }
+else
+  "$PYTHON" -m venv "${venv_args[@]}" "$work/venv"
+  vpip() { "$vpy" -m pip "$@"; }
 fi
 pip_args=(--disable-pip-version-check -q)
 if [ "$offline" = 1 ]; then
