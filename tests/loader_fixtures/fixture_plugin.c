@@ -7,6 +7,9 @@
  *   FX_MODE_INIT_FAILS init reports "fixture init failure" and fails
  *   FX_MODE_UNDEFINED  needs gk_fixture_symbol_nobody_defines, which no library has, so
  *                      loading with immediate binding fails naming it
+ *   FX_MODE_NEEDS_DEP  FX_MODE_VALID whose init calls gk_fixture_dep_value() of
+ *                      libfx_required_dep.so (DT_NEEDED, no RUNPATH to it): it loads only when
+ *                      the runtime opened that library first (the manifest's `requires`)
  */
 #include <gpukit/gpukit_plugin.h>
 
@@ -18,6 +21,7 @@
 #define FX_MODE_WRONG_ABI 2
 #define FX_MODE_INIT_FAILS 3
 #define FX_MODE_UNDEFINED 4
+#define FX_MODE_NEEDS_DEP 5
 
 #ifndef FX_NAME
 #error "FX_NAME must be defined"
@@ -29,11 +33,20 @@
 #if FX_MODE == FX_MODE_UNDEFINED
 void gk_fixture_symbol_nobody_defines(void);
 #endif
+#if FX_MODE == FX_MODE_NEEDS_DEP
+int gk_fixture_dep_value(void);
+#endif
 
 static gk_status fx_init(const gk_host_services* host, void** state) {
   *state = NULL;
 #if FX_MODE == FX_MODE_UNDEFINED
   gk_fixture_symbol_nobody_defines();
+#endif
+#if FX_MODE == FX_MODE_NEEDS_DEP
+  if (gk_fixture_dep_value() != 42) {
+    host->report_error(host->host_context, "libfx_required_dep.so answered wrongly");
+    return GK_INTERNAL;
+  }
 #endif
 #if FX_MODE == FX_MODE_INIT_FAILS
   host->report_error(host->host_context, "fixture init failure");

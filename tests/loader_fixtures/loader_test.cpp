@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,7 +52,12 @@ std::string str(const char* s) {
 
 class LoaderTest : public ::testing::Test {
  protected:
-  void SetUp() override { open(nullptr); }
+  // The search for a manifest's `requires` libraries reads GPUKIT_CUDA_LIBRARY_PATH once per
+  // process (ctest runs each test in its own), whatever the runtime's options say.
+  void SetUp() override {
+    setenv("GPUKIT_CUDA_LIBRARY_PATH", GPUKIT_FIXTURE_DEPS, 1);
+    open(nullptr);
+  }
   void TearDown() override { gk_runtime_destroy(rt_); }
 
   void open(const char* disable) {
@@ -168,6 +174,7 @@ const Broken kBroken[] = {
     // With CUDA devices the range excludes them all ("SM 100-120 matches no device");
     // without any, the cause is that there is no CUDA device.
     {"fx_cuda_future.yaml", {{"sm", true}, {"cuda device"}}},
+    {"fx_requires_missing.yaml", {{"requires libgpukit_fixture_absent.so.7 not found"}}},
 };
 
 TEST_F(LoaderTest, broken_plugins_are_skipped_with_a_reason_naming_the_cause) {
@@ -195,6 +202,19 @@ TEST_F(LoaderTest, unknown_field_reason_names_the_field) {
 TEST_F(LoaderTest, init_failure_reason_carries_the_plugins_own_message) {
   const PluginRow p = by_manifest("fx_init_fails.yaml");
   EXPECT_TRUE(contains_ci(p.reason, "fixture init failure")) << p.reason;
+}
+
+TEST_F(LoaderTest, a_missing_required_library_reason_names_the_folders_and_the_fix) {
+  const PluginRow p = by_manifest("fx_requires_missing.yaml");
+  EXPECT_TRUE(contains_ci(p.reason, GPUKIT_FIXTURE_DEPS)) << p.reason;
+  EXPECT_TRUE(contains_ci(p.reason, "GPUKIT_CUDA_LIBRARY_PATH")) << p.reason;
+  EXPECT_TRUE(contains_ci(p.reason, "pip install gpukit[cuda]")) << p.reason;
+}
+
+TEST_F(LoaderTest, a_required_library_is_opened_first_from_the_search_folders) {
+  const PluginRow p = by_manifest("fx_requires_dep.yaml");
+  EXPECT_TRUE(p.loaded) << p.reason;
+  EXPECT_EQ(p.reason, "");
 }
 
 TEST_F(LoaderTest, readable_manifests_report_their_fields_even_when_skipped) {

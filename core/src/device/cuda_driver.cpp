@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "jit/disk_cache.h"
 #include "jit/nvrtc.h"
+#include "plugin/library_search.h"
 
 namespace gk::cuda {
 namespace {
@@ -124,7 +125,7 @@ int nvrtc_version() {
   static const int version = [] {
     const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
     for (const char* name : names) {
-      void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      void* h = open_runtime_library(name).handle;
       if (!h) continue;
       using VersionFn = int (*)(int*, int*);
       auto fn = reinterpret_cast<VersionFn>(dlsym(h, "nvrtcVersion"));

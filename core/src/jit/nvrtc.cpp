@@ -14,6 +14,7 @@
 
 #include "common/environment.h"
 #include "common/error.h"
+#include "plugin/library_search.h"
 
 namespace gk::jit {
 
@@ -42,15 +43,22 @@ const Nvrtc* Nvrtc::get(std::string* why) {
     void* handle = nullptr;
     std::string tried;
     for (const std::string& name : names) {
-      handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      // A path chosen by GPUKIT_NVRTC_LIBRARY is opened as given; a bare name is looked for
+      // where the plugins' libraries are (the NVIDIA wheels, a toolkit, the loader's path).
+      if (name.find('/') != std::string::npos) {
+        handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+        const char* err = handle ? nullptr : dlerror();
+        if (!handle) tried += (tried.empty() ? "" : "; ") + std::string(err ? err : name.c_str());
+      } else {
+        // The first name's message lists the folders searched; the others only add a name.
+        LibraryLookup lib = open_runtime_library(name);
+        handle = lib.handle;
+        if (!handle) tried += tried.empty() ? lib.why : "; nor " + name;
+      }
       if (handle) break;
-      const char* err = dlerror();
-      tried += (tried.empty() ? "" : "; ") + std::string(err ? err : name.c_str());
     }
     if (!handle) {
-      failure = "NVRTC is not installed (" + tried +
-                "): install the CUDA toolkit's NVRTC (e.g. the cuda-nvrtc package) or put "
-                "libnvrtc.so on the library path";
+      failure = "NVRTC is not installed (" + tried + ")";
       return;
     }
     auto* n = new Nvrtc();

@@ -226,7 +226,7 @@ Manifest read_manifest(const std::string& path) {
   }
   r.only_fields(root, "", {"schema", "name", "version", "plugin_abi", "library", "family",
                            "device", "sm", "priority", "ops", "architectures",
-                           "description"});
+                           "description", "requires"});
   Manifest m;
   m.path = path;
   int schema = r.integer(r.required(root, "schema"), "schema");
@@ -281,6 +281,23 @@ Manifest read_manifest(const std::string& path) {
   }
 
   m.priority = r.integer(r.required(root, "priority"), "priority");
+
+  // Bare file names only: the runtime chooses the folder (plugin/library_search.h).
+  if (YAML::Node libs = root["requires"]) {
+    if (!libs.IsSequence() || libs.size() == 0) {
+      r.fail_at(libs, "requires", "expected a non-empty list of library file names such as "
+                                  "[libcufft.so.12]");
+    }
+    for (size_t i = 0; i < libs.size(); ++i) {
+      const std::string field = "requires[" + std::to_string(i) + "]";
+      std::string name = r.scalar(libs[i], field);
+      if (name.empty() || name.find('/') != std::string::npos || name.find(".so") == std::string::npos) {
+        r.fail_at(libs[i], field, "'" + name + "' is not a shared library file name without a "
+                                  "folder (such as libcufft.so.12)");
+      }
+      m.requires_libraries.push_back(std::move(name));
+    }
+  }
 
   // A model plugin lists the architectures it builds (HF config `architectures[0]`) and
   // may serve no op; a kernel plugin lists its ops.

@@ -31,6 +31,9 @@ struct Manifest {
   int32_t priority = 0;
   std::vector<ManifestOp> ops;
   std::vector<std::string> architectures;  // a model plugin's (HF class names)
+  // Shared libraries (file names such as libcufft.so.12) the runtime opens before the plugin,
+  // from the folders of plugin/library_search.h; the plugin is skipped when one is missing.
+  std::vector<std::string> requires_libraries;
 
   bool matches_sm(int32_t sm) const;
   const ManifestOp* find_op(const std::string& op) const;

@@ -8,6 +8,7 @@
 
 #include "capi/op_call.h"
 #include "common/error.h"
+#include "plugin/library_search.h"
 #include "runtime/runtime.h"
 
 namespace gk {
@@ -212,6 +213,16 @@ void PluginRegistry::load(PluginRecord& r) {
                "; this runtime implements plugin ABI " + version_text(GK_PLUGIN_ABI_VERSION) +
                " (major versions must match)";
     return;
+  }
+  // The libraries the plugin needs but does not carry (cuFFT, cuBLASLt): opened first from
+  // the runtime's search folders, so its DT_NEEDED entries and dlopen calls find them.
+  for (const std::string& soname : m.requires_libraries) {
+    LibraryLookup lib = open_runtime_library(soname);
+    if (!lib.handle) {
+      r.reason = "requires " + lib.why;
+      return;
+    }
+    runtime_.logger().debug("plugin " + r.name + ": " + soname + " from " + lib.path);
   }
   boost::dll::fs::error_code ec;
   dlerror();
