@@ -4,6 +4,7 @@ HF layout, Whisper's 30 s log-mel window, the word error rate, Whisper's English
 normalizer, and the espeak-ng sentence set the WER is measured on.
 
     python3 tests/asr/whisper_eval.py wer REFERENCE HYPOTHESIS   # prints the normalised WER
+    python3 tests/asr/whisper_eval.py speak DIR    # the WER set's WAVs into DIR (espeak-ng)
 """
 from __future__ import annotations
 
@@ -200,5 +201,8 @@ def english_normalizer():
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "wer":
         print(f"{word_error_rate([sys.argv[2]], [sys.argv[3]], english_normalizer()):.4f}")
+    elif len(sys.argv) == 3 and sys.argv[1] == "speak":
+        for path, text, voice, wpm in make_wer_audio(sys.argv[2]):
+            print(path, voice, wpm, text, sep="\t")
     else:
         sys.exit(__doc__)
