@@ -39,7 +39,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 9
+#define GK_ABI_VERSION_MINOR 11
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)
@@ -1273,5 +1273,8 @@ GK_API gk_status gk_batch_remove(gk_batch* batch, int64_t id);
 
 /* Custom GPU kernels compiled at run time by NVRTC (ABI 1.8): gk_jit_*. */
 #include "gpukit_jit.h"
+
+/* Speech recognition (ABI 1.11): gk_session_encode, gk_asr_transcribe, gk_transcript_*. */
+#include "gpukit_asr.h"
 
 #endif /* GPUKIT_GPUKIT_H_ */
