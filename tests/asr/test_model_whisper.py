@@ -74,8 +74,9 @@ def _hf_outputs(path, mel, tokens):
 def test_tiny_en_encoder_and_logits_match_hf_f32(tiny_en):
     mel = _speech_mel()
     model = gpukit.asr.load(tiny_en, device="cpu")
-    enc = model.encode(mel)
-    logits = model.logits(mel, TINY_EN_PROMPT)
+    # One encode (tens of seconds on the cpu reference ops) serves both checks.
+    enc = np.empty((1500, 384), np.float32)
+    logits = model._session(mel, enc).step(TINY_EN_PROMPT, all_logits=True)
     ref_enc, ref_logits = _hf_outputs(tiny_en, mel, TINY_EN_PROMPT)
     assert enc.shape == ref_enc.shape == (1500, 384)
     assert logits.shape == ref_logits.shape == (len(TINY_EN_PROMPT), 51864)
@@ -83,17 +84,6 @@ def test_tiny_en_encoder_and_logits_match_hf_f32(tiny_en):
     assert _rel_err(logits, ref_logits) <= 1e-4
     # The same argmax at every position (no near tie in this prompt).
     assert (logits.argmax(-1) == ref_logits.argmax(-1)).all()
-
-
-@needs_hf
-def test_tiny_en_step_by_step_decode_matches_prefill(tiny_en):
-    """The KV cache: one token per step gives the logits of the whole prompt at once."""
-    mel = _speech_mel()
-    model = gpukit.asr.load(tiny_en, device="cpu")
-    full = model.logits(mel, TINY_EN_PROMPT)
-    session = model._session(mel)
-    rows = [session.step([tok])[0] for tok in TINY_EN_PROMPT]
-    assert _rel_err(np.stack(rows), full) <= 1e-5
 
 
 def _random_whisper(tmp_path, n_mels, d_model, enc_heads, dec_heads, enc_layers, dec_layers,
@@ -139,6 +129,18 @@ def test_random_whisper_odd_sizes_match_hf_f32(tmp_path, sizes):
     assert logits.shape == ref_logits.shape
     assert _rel_err(enc, ref_enc) <= 1e-4
     assert _rel_err(logits, ref_logits) <= 1e-4
+    # The KV cache: one token per step gives the logits of the whole prompt at once, and a
+    # second window (encode again) replaces the first one's cross-attention.
+    session = model._session(mel)
+    rows = [np.asarray(session.step([tok])).reshape(-1) for tok in tokens]
+    assert _rel_err(np.stack(rows), logits) <= 1e-5
+    other = rng.standard_normal(mel.shape).astype(np.float32)
+    gpukit.asr.check(gpukit.asr.lib.gk_session_encode(
+        session._ptr, gpukit.asr.ffi.from_buffer("float[]", other), other.shape[0],
+        other.shape[1], gpukit.asr.ffi.NULL))
+    assert len(session) == 0
+    _, ref_other = _hf_outputs(path, other, tokens)
+    assert _rel_err(session.step(tokens, all_logits=True), ref_other) <= 1e-4
 
 
 def test_bad_features_are_refused_with_the_reason(tiny_en):
