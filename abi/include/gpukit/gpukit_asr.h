@@ -86,7 +86,8 @@ typedef struct gk_transcribe_options {
 
 /* Transcribes `audio`, a 1-D f32 tensor of 16 kHz mono samples on any device
  * (gk_audio_load gives one), with the Whisper `model` (its folder's tokenizer.json and
- * generation_config.json are read once per model). The audio is cut in 30 s windows; each
+ * generation_config.json are read at each call; without generation_config.json only the
+ * special tokens are suppressed). The audio is cut in 30 s windows; each
  * is decoded greedily with Whisper's rules (suppressed blank and suppress_tokens,
  * timestamp pairs, at most 1 s initial timestamp) and the next window starts at the last
  * timestamp. `options` may be NULL (the defaults above). *out receives a new transcript;
