@@ -8,6 +8,7 @@
 //   gpukit tasks [--device N] [--json]
 //   gpukit weights PATH [--device D] [--dtype T] [--json]
 //   gpukit generate --model PATH --prompt TEXT [--max-tokens N] [--device D] [--chat] ...
+//   gpukit transcribe FILE --model PATH [--device D] [--language L] [--json]
 //
 // A client of the C ABI (gpukit.h) only. On failure it prints the status and
 // gk_last_error() to stderr and exits non-zero.
@@ -34,6 +35,7 @@
 
 #include "cli_common.h"
 #include "generate.h"
+#include "transcribe.h"
 #include "op_signatures.h"
 #include "table.h"
 
@@ -1103,6 +1105,26 @@ int run(int argc, char** argv) {
                      "Send the prompt as a user turn of a ChatML conversation (SmolLM2, Qwen2 "
                      "instruct models)");
 
+  TranscribeOptions tr;
+  CLI::App* transcribe = app.add_subcommand(
+      "transcribe",
+      "Transcribes a sound file with a Whisper model: segments with their times on stdout as "
+      "they come, then the audio length, time taken and RTFx on stderr");
+  transcribe->add_option("file", tr.file, "A sound file (WAV, FLAC, Ogg, ...)")->required();
+  transcribe->add_option("--model,-m", tr.model,
+                         "An HF Whisper folder (config.json, model.safetensors, tokenizer.json, "
+                         "generation_config.json)")
+      ->required();
+  transcribe->add_option("--device,-d", tr.device, "An id, cpu, cuda or cuda:N (default: best)");
+  transcribe->add_option("--dtype,-t", tr.dtype, "f32, bf16 or f16 (f32)");
+  transcribe->add_option("--language,-l", tr.language,
+                         "A language code such as en (default: detected, or en for .en models)");
+  transcribe->add_flag("--without-timestamps", tr.without_timestamps,
+                       "One segment per 30 s window, no timestamp tokens");
+  transcribe->add_flag("--json", tr.json,
+                       "JSON: {text, language, duration, segments: [{start, end, text, "
+                       "avg_logprob, no_speech_prob, tokens}]}");
+
   bool cache_clear = false, cache_json = false;
   CLI::App* cache = app.add_subcommand(
       "cache",
@@ -1123,6 +1145,12 @@ int run(int argc, char** argv) {
     const int32_t device =
         gen.device.empty() ? gk_device_default(rt.get()) : parse_device(rt.get(), gen.device);
     return cmd_generate(rt.get(), device, gen);
+  }
+  if (transcribe->parsed()) {
+    RuntimePtr rt = open_runtime(g);
+    const int32_t device =
+        tr.device.empty() ? gk_device_default(rt.get()) : parse_device(rt.get(), tr.device);
+    return cmd_transcribe(rt.get(), device, tr);
   }
   return 2;
 }

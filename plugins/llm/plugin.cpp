@@ -17,6 +17,7 @@ const Builder* find_builder(const std::string& architecture) {
     return &kLlamaBuilder;
   }
   if (architecture == "GPT2LMHeadModel") return &kGpt2Builder;
+  if (architecture == "WhisperForConditionalGeneration") return &kWhisperBuilder;
   return nullptr;
 }
 
@@ -88,6 +89,11 @@ gk_status model_info(void* model, gk_plugin_model_info* out) {
     out->context_length = c.context;
     out->num_layers = int32_t(c.layers);
     out->hidden_size = int32_t(c.hidden);
+    if (out->struct_size >= GK_PLUGIN_MODEL_INFO_SIZE_1_3) {
+      out->encoder_channels = int32_t(c.n_mels);
+      // The stride-2 convolution halves the frames.
+      out->encoder_frames = 2 * c.encoder_positions;
+    }
   });
 }
 
@@ -101,6 +107,8 @@ gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
     s->capacity = capacity;
     s->k_cache.assign(size_t(c.layers), nullptr);
     s->v_cache.assign(size_t(c.layers), nullptr);
+    s->cross_k.assign(m.builder->encode ? size_t(c.layers) : 0, nullptr);
+    s->cross_v.assign(m.builder->encode ? size_t(c.layers) : 0, nullptr);
     const uint64_t bytes =
         uint64_t(capacity) * uint64_t(c.kv_heads * c.head_dim) * uint64_t(element_size(m.dtype));
     for (size_t i = 0; i < size_t(c.layers); ++i) {
@@ -190,6 +198,32 @@ gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
   });
 }
 
+gk_status session_encode(void* session_ptr, const gk_model_encode_args* args) {
+  return guarded(static_cast<Session*>(session_ptr)->model->host, [&] {
+    if (!args || args->struct_size < GK_MODEL_ENCODE_ARGS_SIZE) {
+      fail(GK_INVALID_ARGUMENT, "llm: session_encode: bad arguments");
+    }
+    Session& s = *static_cast<Session*>(session_ptr);
+    Model& m = *s.model;
+    const Config& c = m.config;
+    if (!m.builder->encode) {
+      fail(GK_UNIMPLEMENTED,
+           "llm: " + c.architecture + " has no encoder (session_encode is for Whisper)");
+    }
+    Tensor features = Tensor::from_plugin(args->features);
+    Tensor output = Tensor::from_plugin(args->output);
+    if (features.ndim != 2 || features.shape[0] != c.n_mels || features.shape[1] < 1 ||
+        features.shape[1] > 2 * c.encoder_positions) {
+      fail(GK_INVALID_ARGUMENT, "llm: session_encode: features " +
+                                    shape_text(features.shape, features.ndim) + " are not [" +
+                                    std::to_string(c.n_mels) + ", 1.." +
+                                    std::to_string(2 * c.encoder_positions) + "]");
+    }
+    Ops ops(m.host, m.device, args->stream);
+    m.builder->encode(s, ops, features, output);
+  });
+}
+
 gk_status supports(void*, const gk_kernel_args*, char* reason, size_t capacity) {
   if (reason && capacity) std::snprintf(reason, capacity, "llm is a model plugin and serves no op");
   return GK_UNIMPLEMENTED;
@@ -211,7 +245,8 @@ gk_status init(const gk_host_services* host, void** state) {
 void shutdown(void*) {}
 
 const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,    model_destroy, model_info,
-                                session_create,       session_destroy, session_step,  batch_step};
+                                session_create,       session_destroy, session_step,  batch_step,
+                                session_encode};
 
 const gk_plugin_api kApi = {sizeof(gk_plugin_api),
                             GK_PLUGIN_ABI_VERSION,

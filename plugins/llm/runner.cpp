@@ -300,10 +300,14 @@ void Model::norms_to_f32() {
   };
   convert(out_norm);
   convert(out_norm_b);
-  for (Layer& l : layers) {
-    for (Tensor* w :
-         {&l.attn_norm, &l.attn_norm_b, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b}) {
-      convert(*w);
+  convert(enc_norm);
+  convert(enc_norm_b);
+  for (std::vector<Layer>* stack : {&layers, &encoder_layers}) {
+    for (Layer& l : *stack) {
+      for (Tensor* w : {&l.attn_norm, &l.attn_norm_b, &l.q_norm, &l.k_norm, &l.ffn_norm,
+                        &l.ffn_norm_b, &l.cross_norm, &l.cross_norm_b}) {
+        convert(*w);
+      }
     }
   }
 }
@@ -317,6 +321,11 @@ Session::~Session() {
   }
   for (void* p : v_cache) {
     if (p) host->free(host->host_context, model->device, p, nullptr);
+  }
+  for (const std::vector<void*>* cross : {&cross_k, &cross_v}) {
+    for (void* p : *cross) {
+      if (p) host->free(host->host_context, model->device, p, nullptr);
+    }
   }
 }
 

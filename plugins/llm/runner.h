@@ -111,7 +111,7 @@ class Residual {
   Tensor pending_;
 };
 
-enum class Family { kLlama, kGpt2 };
+enum class Family { kLlama, kGpt2, kWhisper };
 
 // The hyper-parameters a builder reads from config.json.
 struct Config {
@@ -126,6 +126,9 @@ struct Config {
   // Read from GGUF metadata (llama.cpp's names, its `general.architecture`).
   bool gguf = false;
   std::string gguf_architecture;
+  // Encoder-decoder models (Whisper): the encoder's sizes; 0 layers for the others.
+  int64_t n_mels = 0, encoder_layers = 0, encoder_heads = 0, encoder_ffn = 0;
+  int64_t encoder_positions = 0;  // after the stride-2 convolution (Whisper: 1500)
 };
 
 // One decoder layer's tensors, by role; absent ones are empty. Projections are nn.Linear
@@ -137,6 +140,9 @@ struct Layer {
   Tensor wo, bo;
   Tensor ffn_norm, ffn_norm_b;
   Tensor w_gate, w_up, w_down, b_up, b_down;
+  // Cross-attention of an encoder-decoder's decoder layer (Whisper's encoder_attn).
+  Tensor cross_norm, cross_norm_b;
+  Tensor cwq, cbq, cwk, cwv, cbv, cwo, cbo;
 };
 
 // The weight set by name, with the checks every builder needs.
@@ -170,6 +176,10 @@ struct Builder {
   // Everything but attention is row-wise, so a batch is just more rows.
   void (*forward)(Step& step, Ops& ops, const Tensor& tokens, const Tensor& positions,
                   const Tensor& logits);
+  // Encoder-decoder models: runs the encoder on `features` [channels, frames], fills the
+  // session's cross-attention keys and values and, when `output` has data, writes the
+  // encoder's hidden states there. nullptr for decoder-only families.
+  void (*encode)(Session& session, Ops& ops, const Tensor& features, const Tensor& output);
 };
 
 // The builder for an HF architecture name, or nullptr.
@@ -177,6 +187,7 @@ const Builder* find_builder(const std::string& architecture);
 
 extern const Builder kLlamaBuilder;  // llama.cpp
 extern const Builder kGpt2Builder;   // gpt2.cpp
+extern const Builder kWhisperBuilder;  // whisper.cpp
 
 // Bytes per element of the floating and index dtypes the runner uses (the plugin does not
 // link libgpukit, so not gk_dtype_size).
@@ -191,6 +202,10 @@ struct Model {
   std::string config_json;
   Tensor tok_embd, pos_embd, out_norm, out_norm_b, lm_head;
   std::vector<Layer> layers;
+  // Whisper's encoder: each convolution as its three taps [out, in] (tap k reads input
+  // t + k - 1), positions, layers (self-attention and MLP roles of Layer), final norm.
+  Tensor conv1[3], conv1_b, conv2[3], conv2_b, enc_pos, enc_norm, enc_norm_b;
+  std::vector<Layer> encoder_layers;
   // Norm weights are held in f32, the residual stream's dtype (copies made at load when
   // the weights are f16/bf16); freed with the model.
   std::vector<void*> owned;
@@ -205,6 +220,10 @@ struct Session {
   int64_t capacity = 0;
   int64_t length = 0;
   std::vector<void*> k_cache, v_cache;
+  // Encoder-decoder models: per decoder layer, the cross-attention keys and values
+  // [1, cross_length, heads, head_dim] in the model's dtype, set by the builder's encode.
+  std::vector<void*> cross_k, cross_v;
+  int64_t cross_length = 0;
   ~Session();
   Tensor cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
                     int64_t count) const;

@@ -274,6 +274,40 @@ GK_PIN(gk_model_api, session_create, 32);
 GK_PIN(gk_model_api, session_destroy, 40);
 GK_PIN(gk_model_api, session_step, 48);
 static_assert(GK_MODEL_API_SIZE == 56);
+// Plugin ABI 1.2 and 1.3.
+GK_PIN(gk_model_api, batch_step, 56);
+static_assert(GK_MODEL_API_SIZE_1_2 == 64);
+GK_PIN(gk_model_api, session_encode, 64);
+static_assert(GK_MODEL_API_SIZE_1_3 == 72);
+GK_PIN(gk_plugin_model_info, encoder_channels, 32);
+GK_PIN(gk_plugin_model_info, encoder_frames, 40);
+static_assert(GK_PLUGIN_MODEL_INFO_SIZE_1_3 == 48);
+GK_PIN(gk_model_encode_args, stream, 8);
+GK_PIN(gk_model_encode_args, features, 16);
+GK_PIN(gk_model_encode_args, output, 56);
+static_assert(GK_MODEL_ENCODE_ARGS_SIZE == 96);
+
+// ---------------------------------------------------------------- gpukit_asr.h (ABI 1.11)
+GK_PIN(gk_encoder_info, n_mels, 8);
+GK_PIN(gk_encoder_info, max_frames, 16);
+static_assert(GK_ENCODER_INFO_SIZE == 24);
+GK_PIN(gk_transcript_segment, start, 8);
+GK_PIN(gk_transcript_segment, end, 16);
+GK_PIN(gk_transcript_segment, text, 24);
+GK_PIN(gk_transcript_segment, avg_logprob, 32);
+GK_PIN(gk_transcript_segment, no_speech_prob, 40);
+GK_PIN(gk_transcript_segment, tokens, 48);
+GK_PIN(gk_transcript_segment, num_tokens, 56);
+static_assert(GK_TRANSCRIPT_SEGMENT_SIZE == 60);
+GK_PIN(gk_transcribe_options, language, 8);
+GK_PIN(gk_transcribe_options, beam_size, 16);
+GK_PIN(gk_transcribe_options, temperature, 20);
+GK_PIN(gk_transcribe_options, without_timestamps, 24);
+GK_PIN(gk_transcribe_options, no_speech_threshold, 28);
+GK_PIN(gk_transcribe_options, logprob_threshold, 32);
+GK_PIN(gk_transcribe_options, on_segment, 40);
+GK_PIN(gk_transcribe_options, user_data, 48);
+static_assert(GK_TRANSCRIBE_OPTIONS_SIZE == 56);
 
 // ------------------------------------------- gpukit_dlpack.h (the DLPack 1.x spec layout)
 GK_PIN(DLPackVersion, major, 0);

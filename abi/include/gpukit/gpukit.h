@@ -23,7 +23,7 @@
  *   gpukit_weights.h    SafeTensors / GGUF weight sets
  *   gpukit_tokenizer.h  tokenizers
  *   gpukit_model.h      models, sessions, batches
- *   gpukit_audio.h, gpukit_jit.h (and gpukit_dlpack.h, included separately)
+ *   gpukit_audio.h, gpukit_jit.h, gpukit_asr.h (and gpukit_dlpack.h, included separately)
  *
  * See docs/abi.md for the full ownership, threading and versioning rules.
  */
@@ -45,5 +45,8 @@
 
 /* Custom GPU kernels compiled at run time by NVRTC (ABI 1.8): gk_jit_*. */
 #include "gpukit_jit.h"
+
+/* Speech recognition (ABI 1.11): gk_session_encode, gk_asr_transcribe, gk_transcript_*. */
+#include "gpukit_asr.h"
 
 #endif /* GPUKIT_GPUKIT_H_ */

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GK_PLUGIN_ABI_VERSION_MAJOR 1
-#define GK_PLUGIN_ABI_VERSION_MINOR 2
+#define GK_PLUGIN_ABI_VERSION_MINOR 3
 #define GK_PLUGIN_ABI_VERSION \
   GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
 
@@ -170,9 +170,13 @@ typedef struct gk_plugin_model_info {
   int64_t context_length;  /* the longest sequence the model was trained for */
   int32_t num_layers;
   int32_t hidden_size;
+  /* Plugin ABI 1.3, for models with an encoder (session_encode); 0 for the others. */
+  int32_t encoder_channels; /* rows of the encoder's features (Whisper: n_mels) */
+  int64_t encoder_frames;   /* the most feature frames it takes (Whisper: 3000) */
 } gk_plugin_model_info;
 
 #define GK_PLUGIN_MODEL_INFO_SIZE GK_STRUCT_SIZE(gk_plugin_model_info, hidden_size)
+#define GK_PLUGIN_MODEL_INFO_SIZE_1_3 GK_STRUCT_SIZE(gk_plugin_model_info, encoder_frames)
 
 /* One step of one sequence: `tokens` at `positions` (the next positions of the session,
  * starting at its current length), both i32 [count] on the model's device; `logits` is
@@ -187,6 +191,20 @@ typedef struct gk_model_step_args {
 } gk_model_step_args;
 
 #define GK_MODEL_STEP_ARGS_SIZE GK_STRUCT_SIZE(gk_model_step_args, logits)
+
+/* Plugin ABI 1.3: an encoder's input. `features` is f32 [n_mels, frames] on the model's
+ * device (any strides; Whisper: log-mel frames, 3000 for a 30 s window); `output`, when
+ * its data is not NULL, receives the encoder's final hidden states f32 [positions,
+ * hidden] (contiguous; Whisper: positions = frames / 2 rounded up). The host checks
+ * n_mels and the frame count against the model before the call. */
+typedef struct gk_model_encode_args {
+  size_t struct_size;
+  void* stream; /* native stream of the device; NULL: its default */
+  gk_plugin_tensor features;
+  gk_plugin_tensor output;
+} gk_model_encode_args;
+
+#define GK_MODEL_ENCODE_ARGS_SIZE GK_STRUCT_SIZE(gk_model_encode_args, output)
 
 typedef struct gk_model_api {
   size_t struct_size;  /* sizeof(gk_model_api) */
@@ -215,10 +233,18 @@ typedef struct gk_model_api {
    * changes. NULL: the host steps each session alone with session_step. */
   gk_status (*batch_step)(void* model, void* const* sessions, int32_t count,
                           const gk_model_step_args* args);
+
+  /* Plugin ABI 1.3: encoder-decoder models (Whisper). Runs the encoder on args->features
+   * and keeps, in the session, what every decoder step attends to (each layer's
+   * cross-attention keys and values, computed once here). The session starts a new
+   * sequence: its length goes back to 0. NULL for decoder-only plugins and architectures
+   * without an encoder (the plugin reports UNIMPLEMENTED for those when non-NULL). */
+  gk_status (*session_encode)(void* session, const struct gk_model_encode_args* args);
 } gk_model_api;
 
 #define GK_MODEL_API_SIZE GK_STRUCT_SIZE(gk_model_api, session_step)
 #define GK_MODEL_API_SIZE_1_2 GK_STRUCT_SIZE(gk_model_api, batch_step)
+#define GK_MODEL_API_SIZE_1_3 GK_STRUCT_SIZE(gk_model_api, session_encode)
 
 /* ---------------------------------------------------------------------------------
  * The plugin's function table, returned by gk_plugin_entry. Static storage in the

@@ -21,7 +21,7 @@ from .errors import error_for_status
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
-_HEADERS = ("gpukit.h", "gpukit_dlpack.h", "gpukit_jit.h", "gpukit_audio.h")
+_HEADERS = ("gpukit.h", "gpukit_dlpack.h", "gpukit_jit.h", "gpukit_audio.h", "gpukit_asr.h")
 
 
 def _find_library() -> str:

@@ -1,7 +1,10 @@
-"""Speech recognition's front end, thin over the C ABI (gpukit_audio.h, ABI 1.9; docs/asr.md).
+"""Speech recognition, thin over the C ABI (gpukit_audio.h, ABI 1.9; gpukit_asr.h, ABI 1.11;
+docs/asr.md).
 
     samples = gpukit.asr.load_audio("speech.flac")        # mono float32 at 16 kHz
     mel = gpukit.asr.log_mel_spectrogram(samples, n_mels=80)  # [80, frames], Whisper's features
+    model = gpukit.asr.load("whisper-tiny.en")             # an HF Whisper folder
+    result = model.transcribe("speech.flac")              # .text, .language, .segments
 
 Files are decoded by libsndfile (WAV, FLAC, Ogg Vorbis/Opus, …) and resampled by libsoxr;
 channels are averaged down to mono.
@@ -15,7 +18,8 @@ import numpy as np
 from ._lib import check, ffi, lib
 from ._runtime import _default_runtime
 
-__all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "load_audio", "log_mel_spectrogram"]
+__all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "load_audio", "log_mel_spectrogram", "load",
+           "WhisperModel", "Transcript", "Segment"]
 
 #: Whisper's parameters: 16 kHz audio, 400-sample (25 ms) windows every 160 samples (10 ms).
 SAMPLE_RATE = 16000
@@ -92,3 +96,165 @@ def log_mel_spectrogram(audio, n_mels: int = 80, *, padding: int = 0, device=Non
         device = runtime.default_device()
     x = asarray(np.ascontiguousarray(samples), device=device)
     return call("log_mel_spectrogram", [x], {"n_mels": int(n_mels)}).to_numpy(copy=True)
+
+
+class WhisperModel:
+    """A Whisper model (gk_model with an encoder). Made by gpukit.asr.load."""
+
+    def __init__(self, path, device=None, dtype=None, *, runtime=None):
+        from .llm import Model
+        self._model = Model(path, device=device, dtype=dtype, runtime=runtime)
+        info = ffi.new("gk_encoder_info*")
+        info.struct_size = ffi.sizeof("gk_encoder_info")
+        check(lib.gk_model_get_encoder_info(self._model._ptr, info))
+        if info.n_mels == 0:
+            raise ValueError(f"{os.fspath(path)} is a {self._model.architecture}, not a Whisper "
+                             "model (it has no encoder)")
+        self.n_mels = int(info.n_mels)
+        self.max_frames = int(info.max_frames)
+        self.hidden_size = self._model.hidden_size
+        self.vocab_size = self._model.vocab_size
+        self.device = self._model.device
+        self.dtype = self._model.dtype
+        self.path = self._model.path
+
+    def __repr__(self) -> str:
+        m = self._model
+        return (f"<gpukit.asr.WhisperModel {m.num_layers} decoder layers, d_model "
+                f"{self.hidden_size}, {self.n_mels} mels, {self.dtype} on {self.device.name}>")
+
+    def _features(self, mel) -> np.ndarray:
+        mel = np.ascontiguousarray(mel, dtype=np.float32)
+        if mel.ndim != 2 or mel.shape[0] != self.n_mels:
+            raise ValueError(f"mel has shape {mel.shape}; the model takes [{self.n_mels}, "
+                             f"frames] with 1 <= frames <= {self.max_frames}")
+        return mel
+
+    def _session(self, mel, out=None):
+        """A decoder session whose audio is `mel` (encoded now)."""
+        mel = self._features(mel)
+        session = self._model.session()
+        buf = ffi.from_buffer("float[]", out) if out is not None else ffi.NULL
+        check(lib.gk_session_encode(session._ptr, ffi.from_buffer("float[]", mel),
+                                    mel.shape[0], mel.shape[1], buf))
+        return session
+
+    def encode(self, mel) -> np.ndarray:
+        """The encoder's output for log-mel features `mel` [n_mels, frames] (frames up to
+        3000, one 30 s window): float32 [(frames + 1) // 2, d_model]."""
+        mel = self._features(mel)
+        out = np.empty(((mel.shape[1] + 1) // 2, self.hidden_size), dtype=np.float32)
+        self._session(mel, out)
+        return out
+
+    def transcribe(self, audio, language=None, beam_size: int = 1, temperature: float = 0.0,
+                   *, without_timestamps: bool = False, no_speech_threshold: float = 0.6,
+                   logprob_threshold: float = -1.0, on_segment=None) -> "Transcript":
+        """Transcribes `audio` (a sound file's path, or 16 kHz mono float samples) with
+        Whisper's greedy decoding over 30 s windows (gk_asr_transcribe): a Transcript with
+        .text, .language and .segments (each .start, .end in seconds, .text, .avg_logprob,
+        .no_speech_prob, .tokens). `language` None: the model's (detected by a multilingual
+        model). Only beam_size 1 and temperature 0 are implemented (others raise
+        gpukit.Unimplemented). `on_segment(segment)` is called as each segment is found; a
+        true return stops the transcription there."""
+        rt = self.device.runtime
+        tensor = ffi.new("gk_tensor**")
+        if isinstance(audio, (str, bytes, os.PathLike)):
+            check(lib.gk_audio_load(rt.ptr, os.fsencode(os.fspath(audio)), SAMPLE_RATE,
+                                    ffi.NULL, tensor))
+        else:
+            samples = np.ascontiguousarray(audio, dtype=np.float32)
+            if samples.ndim != 1:
+                raise ValueError(f"audio array has shape {samples.shape}; expected 1-D 16 kHz "
+                                 "mono samples (gpukit.asr.load_audio converts others)")
+            buf = ffi.from_buffer("float[]", samples) if samples.size else ffi.new("float[]", 1)
+            check(lib.gk_audio_from_samples(rt.ptr, buf, samples.size, 1, SAMPLE_RATE,
+                                            SAMPLE_RATE, tensor))
+        audio_tensor = ffi.gc(tensor[0], lib.gk_tensor_release)
+        opts = ffi.new("gk_transcribe_options*")
+        opts.struct_size = ffi.sizeof("gk_transcribe_options")
+        lang = ffi.new("char[]", language.encode()) if language else ffi.NULL
+        opts.language = lang
+        opts.beam_size = int(beam_size)
+        opts.temperature = float(temperature)
+        opts.without_timestamps = 1 if without_timestamps else 0
+        opts.no_speech_threshold = float(no_speech_threshold)
+        opts.logprob_threshold = float(logprob_threshold)
+        errors = []
+        if on_segment is not None:
+            @ffi.callback("int32_t(void*, const gk_transcript_segment*)")
+            def callback(_user, seg):
+                try:
+                    return 1 if on_segment(Segment._from_c(seg)) else 0
+                except BaseException as e:  # noqa: BLE001 (re-raised after the C call)
+                    errors.append(e)
+                    return 1
+            opts.on_segment = callback
+        out = ffi.new("gk_transcript**")
+        check(lib.gk_asr_transcribe(self._model._ptr, audio_tensor, opts, out))
+        transcript = ffi.gc(out[0], lib.gk_transcript_release)
+        if errors:
+            raise errors[0]
+        return Transcript._from_c(transcript)
+
+    def logits(self, mel, tokens) -> np.ndarray:
+        """The decoder's logits for `tokens` (e.g. [<|startoftranscript|>, …]) over the audio
+        `mel` [n_mels, frames]: float32 [len(tokens), vocab], row i predicting token i + 1."""
+        session = self._session(mel)
+        return session.step(list(tokens), all_logits=True)
+
+
+class Segment:
+    """One segment of a transcript: .start and .end (seconds), .text, .avg_logprob,
+    .no_speech_prob and .tokens (its text token ids)."""
+
+    __slots__ = ("start", "end", "text", "avg_logprob", "no_speech_prob", "tokens")
+
+    def __init__(self, start, end, text, avg_logprob, no_speech_prob, tokens):
+        self.start = start
+        self.end = end
+        self.text = text
+        self.avg_logprob = avg_logprob
+        self.no_speech_prob = no_speech_prob
+        self.tokens = tokens
+
+    @classmethod
+    def _from_c(cls, s) -> "Segment":
+        return cls(float(s.start), float(s.end), ffi.string(s.text).decode("utf-8", "replace"),
+                   float(s.avg_logprob), float(s.no_speech_prob),
+                   [int(s.tokens[i]) for i in range(s.num_tokens)])
+
+    def __repr__(self) -> str:
+        return f"<Segment [{self.start:.2f} --> {self.end:.2f}]{self.text!r}>"
+
+
+class Transcript:
+    """What WhisperModel.transcribe returns: .text (the segments' texts joined), .language
+    and .segments (a list of Segment)."""
+
+    def __init__(self, text: str, language: str, segments):
+        self.text = text
+        self.language = language
+        self.segments = segments
+
+    @classmethod
+    def _from_c(cls, t) -> "Transcript":
+        segments = []
+        for i in range(lib.gk_transcript_num_segments(t)):
+            seg = ffi.new("gk_transcript_segment*")
+            seg.struct_size = ffi.sizeof("gk_transcript_segment")
+            check(lib.gk_transcript_segment_at(t, i, seg))
+            segments.append(Segment._from_c(seg))
+        return cls(ffi.string(lib.gk_transcript_text(t)).decode("utf-8", "replace"),
+                   ffi.string(lib.gk_transcript_language(t)).decode(), segments)
+
+    def __repr__(self) -> str:
+        return f"<Transcript {self.language} {len(self.segments)} segments: {self.text!r}>"
+
+
+def load(path, device=None, dtype=None, *, runtime=None) -> WhisperModel:
+    """Loads the Whisper model in the HF folder `path` (config.json, model.safetensors,
+    tokenizer.json, generation_config.json; tools/convert_whisper_ct2.py writes one) onto
+    `device` (default: the runtime's default device) in `dtype` ("f32" (default), "f16",
+    "bf16"). A folder of another architecture raises ValueError."""
+    return WhisperModel(path, device=device, dtype=dtype, runtime=runtime)

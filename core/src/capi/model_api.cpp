@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "capi/capi_util.h"
+#include "capi/model_access.h"
 #include "memory/charge_scope.h"
 #include "plugin/plugin_registry.h"
 #include "runtime/objects.h"
@@ -77,6 +78,7 @@ struct ModelState {
   std::vector<gk_plugin_weight> table;
   std::string architecture;
   std::string config_json;
+  std::string path;  // as gk_model_load was given it
   int32_t device = 0;
   int32_t dtype = GK_DTYPE_F32;
   gk_plugin_model_info info{};
@@ -450,6 +452,18 @@ struct gk_batch {
   }
 };
 
+namespace gk {
+
+gk_runtime* model_runtime(gk_model* model) {
+  return &model->state->runtime;
+}
+
+const std::string& model_path(const gk_model* model) {
+  return model->state->path;
+}
+
+}  // namespace gk
+
 extern "C" {
 
 GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
@@ -484,6 +498,7 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
     m->runtime.impl = runtime->impl;
     m->device = device.id;
     m->dtype = opts.dtype;
+    m->path = path;
     gk::check(gk_weights_open(&m->runtime, folder.c_str(), nullptr, &m->weights), "gk_model_load");
     const std::string config_name =
         gguf ? folder.string() + " metadata" : (folder / "config.json").string();
@@ -646,6 +661,65 @@ GK_API gk_status gk_session_step(gk_session* session, const int32_t* tokens, int
                                 rows * uint64_t(session->model->info.vocab_size) * 4, nullptr),
                 "gk_session_step");
     }
+  });
+}
+
+GK_API gk_status gk_session_encode(gk_session* session, const float* features, int32_t n_mels,
+                                   int64_t frames, float* out) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_session_encode";
+    gk::require_arg(session, fn, "session");
+    gk::require_arg(features, fn, "features");
+    gk::ModelState& m = *session->model;
+    const bool encodes = m.api->struct_size >= GK_MODEL_API_SIZE_1_3 && m.api->session_encode &&
+                         m.info.encoder_channels > 0;
+    if (!encodes) {
+      gk::fail(GK_UNIMPLEMENTED, std::string(fn) + ": " + m.architecture +
+                                     " has no encoder (gk_session_encode is for Whisper)");
+    }
+    if (n_mels != m.info.encoder_channels) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": features have " + std::to_string(n_mels) +
+                                        " mel bins; the model takes " +
+                                        std::to_string(m.info.encoder_channels));
+    }
+    if (frames < 1 || frames > m.info.encoder_frames) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": " + std::to_string(frames) +
+                                        " frames are not in [1, " +
+                                        std::to_string(m.info.encoder_frames) + "] (30 s)");
+    }
+    gk::TensorRef feats(gk::new_device_tensor(m, GK_DTYPE_F32, {n_mels, frames}, fn));
+    gk::check(gk_copy_from_host(feats.t, features, uint64_t(n_mels) * uint64_t(frames) * 4, nullptr),
+              fn);
+    const int64_t positions = (frames + 1) / 2;
+    gk::TensorRef hidden;
+    if (out) hidden = gk::TensorRef(gk::new_device_tensor(m, GK_DTYPE_F32,
+                                                          {positions, m.info.hidden_size}, fn));
+    gk_model_encode_args args{};
+    args.struct_size = sizeof(args);
+    args.features = gk::plugin_view(feats.t);
+    if (hidden.t) args.output = gk::plugin_view(hidden.t);
+    gk::take_plugin_error();
+    {
+      gk::ChargeScope charge(session->owner);
+      gk::check_plugin(m.api->session_encode(session->handle, &args), *m.plugin, fn);
+    }
+    session->length = 0;
+    if (out) {
+      gk::check(gk_copy_to_host(hidden.t, out,
+                                uint64_t(positions) * uint64_t(m.info.hidden_size) * 4, nullptr),
+                fn);
+    }
+  });
+}
+
+GK_API gk_status gk_model_get_encoder_info(const gk_model* model, gk_encoder_info* out) {
+  return gk::c_guard([&] {
+    gk::require_arg(model, "gk_model_get_encoder_info", "model");
+    gk::require_arg(out, "gk_model_get_encoder_info", "out");
+    gk::require_struct(out->struct_size, GK_ENCODER_INFO_SIZE, "gk_model_get_encoder_info",
+                       "gk_encoder_info");
+    out->n_mels = model->state->info.encoder_channels;
+    out->max_frames = model->state->info.encoder_frames;
   });
 }
 
