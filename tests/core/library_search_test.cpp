@@ -36,14 +36,13 @@ TEST_F(LibrarySearch, override_then_wheels_then_toolkit_then_loader_then_usr_loc
   setenv("CUDA_HOME", "/opt/cuda-home", 1);
   setenv("CUDA_PATH", "/opt/cuda-home", 1);  // the same folder is listed once
   const auto places = library_search_places((site_ / "gpukit").string(), true);
-  const std::vector<std::string> expected = {
-      "/opt/a",
-      "/opt/b",
-      (site_ / "nvidia" / "cu13" / "lib").string(),
-      (site_ / "nvidia" / "cufft" / "lib").string(),
-      "/opt/cuda-home/lib64",
-      "",  // the dynamic loader's own search
-      "/usr/local/cuda/lib64"};
+  const std::vector<std::string> expected = {"/opt/a",
+                                             "/opt/b",
+                                             (site_ / "nvidia" / "cu13" / "lib").string(),
+                                             (site_ / "nvidia" / "cufft" / "lib").string(),
+                                             "/opt/cuda-home/lib64",
+                                             "",  // the dynamic loader's own search
+                                             "/usr/local/cuda/lib64"};
   EXPECT_EQ(places, expected);
 }
 

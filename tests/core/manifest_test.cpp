@@ -185,8 +185,10 @@ TEST_F(ManifestTest, an_oversized_manifest_is_refused_before_parsing) {
 }
 
 TEST_F(ManifestTest, requires_lists_library_file_names_without_a_folder) {
-  Manifest m = read_manifest(write(std::string(kValid) + "requires: [libcufft.so.12, libcublasLt.so.13]\n"));
-  EXPECT_EQ(m.requires_libraries, (std::vector<std::string>{"libcufft.so.12", "libcublasLt.so.13"}));
+  Manifest m =
+      read_manifest(write(std::string(kValid) + "requires: [libcufft.so.12, libcublasLt.so.13]\n"));
+  EXPECT_EQ(m.requires_libraries,
+            (std::vector<std::string>{"libcufft.so.12", "libcublasLt.so.13"}));
   EXPECT_TRUE(read_manifest(write(kValid)).requires_libraries.empty());
   std::string e = error_of(std::string(kValid) + "requires: [/usr/lib/libcufft.so.12]\n");
   EXPECT_NE(e.find("field 'requires[0]'"), std::string::npos) << e;

@@ -37,6 +37,9 @@ done
 auditwheel() { if command -v auditwheel >/dev/null; then command auditwheel "$@"; else "$PYTHON" -m auditwheel "$@"; fi; }
 
 defines=(-Ccmake.define.GPUKIT_CUDA="$CUDA" -Ccmake.build-type="$build_type")
+# nvcc compiles a file's SM targets one after another unless told to use threads: five targets
+# per file would leave the cores idle at the end of the build.
+[ "$CUDA" = ON ] && defines+=(-Ccmake.define.CMAKE_CUDA_FLAGS="--threads=0 ${CUDAFLAGS:-}")
 if [ -n "${GPUKIT_CUDA_ARCHITECTURES:-}" ]; then
   defines+=(-Ccmake.define.GPUKIT_CUDA_ARCHITECTURES="$GPUKIT_CUDA_ARCHITECTURES")
 fi

@@ -113,7 +113,7 @@ fi
 clean_env=(env -u GPUKIT_LIBRARY -u GPUKIT_INCLUDE_DIR -u GPUKIT_PLUGIN_PATH -u PYTHONPATH
            -u GPUKIT_CUDA_LIBRARY_PATH)
 if [ "$gpu" = 1 ]; then
-  scrub() { tr ':' '\n' <<<"${1:-}" | grep -v '/usr/local/cuda' | paste -sd: -; }
+  scrub() { tr ':' '\n' <<<"${1:-}" | { grep -v '/usr/local/cuda' || true; } | paste -sd: -; }
   clean_env+=(-u CUDA_HOME -u CUDA_PATH PATH="$(scrub "$PATH")"
               LD_LIBRARY_PATH="$(scrub "${LD_LIBRARY_PATH:-}")")
 fi

@@ -224,9 +224,9 @@ Manifest read_manifest(const std::string& path) {
   if (!root.IsMap()) {
     fail(GK_INVALID_ARGUMENT, path + ":1: invalid manifest: expected a YAML mapping at the top");
   }
-  r.only_fields(root, "", {"schema", "name", "version", "plugin_abi", "library", "family",
-                           "device", "sm", "priority", "ops", "architectures",
-                           "description", "requires"});
+  r.only_fields(root, "",
+                {"schema", "name", "version", "plugin_abi", "library", "family", "device", "sm",
+                 "priority", "ops", "architectures", "description", "requires"});
   Manifest m;
   m.path = path;
   int schema = r.integer(r.required(root, "schema"), "schema");
@@ -285,15 +285,19 @@ Manifest read_manifest(const std::string& path) {
   // Bare file names only: the runtime chooses the folder (plugin/library_search.h).
   if (YAML::Node libs = root["requires"]) {
     if (!libs.IsSequence() || libs.size() == 0) {
-      r.fail_at(libs, "requires", "expected a non-empty list of library file names such as "
-                                  "[libcufft.so.12]");
+      r.fail_at(libs, "requires",
+                "expected a non-empty list of library file names such as "
+                "[libcufft.so.12]");
     }
     for (size_t i = 0; i < libs.size(); ++i) {
       const std::string field = "requires[" + std::to_string(i) + "]";
       std::string name = r.scalar(libs[i], field);
-      if (name.empty() || name.find('/') != std::string::npos || name.find(".so") == std::string::npos) {
-        r.fail_at(libs[i], field, "'" + name + "' is not a shared library file name without a "
-                                  "folder (such as libcufft.so.12)");
+      if (name.empty() || name.find('/') != std::string::npos ||
+          name.find(".so") == std::string::npos) {
+        r.fail_at(libs[i], field,
+                  "'" + name +
+                      "' is not a shared library file name without a "
+                      "folder (such as libcufft.so.12)");
       }
       m.requires_libraries.push_back(std::move(name));
     }
