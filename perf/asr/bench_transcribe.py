@@ -104,23 +104,32 @@ def tiny_en_folder(args, scratch: str) -> str:
 
 def large_v3_random_folder(tiny_en: str, folder: str, torch_dtype) -> str:
     """large-v3's shape with random weights, and a tokenizer with large-v3's special tokens
-    (<|endoftext|> 50257, <|startoftranscript|> 50258, 100 languages, tasks, <|nospeech|>
-    50362, <|notimestamps|> 50363, 1501 timestamps) over tiny.en's BPE vocabulary."""
+    (<|endoftext|> 50257, <|startoftranscript|> 50258, 100 languages from 50259, then
+    <|translate|> 50359, <|transcribe|> 50360, <|startoflm|>, <|startofprev|>, <|nospeech|>
+    50363, <|notimestamps|> 50364 and 1501 timestamps) over tiny.en's BPE vocabulary."""
     import torch
     import transformers
+    languages = [f"<|{code}|>" for code in LANGUAGE_CODES]
+    specials = (["<|endoftext|>", "<|startoftranscript|>"] + languages +
+                ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
+                 "<|nospeech|>", "<|notimestamps|>"] +
+                [f"<|{i * 0.02:.2f}|>" for i in range(1501)])
+    ids = {token: 50257 + i for i, token in enumerate(specials)}
+    assert len(ids) == LARGE_V3["vocab_size"] - 50257
+    eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
     config = transformers.WhisperConfig(
-        **LARGE_V3, bos_token_id=50257, eos_token_id=50257, pad_token_id=50257,
-        decoder_start_token_id=50258, begin_suppress_tokens=[220, 50257],
+        **LARGE_V3, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot,
+        decoder_start_token_id=sot, begin_suppress_tokens=[220, eot],
         suppress_tokens=[], tie_word_embeddings=True)
     torch.manual_seed(29)
     model = transformers.WhisperForConditionalGeneration(config).to(torch_dtype)
-    languages = {f"<|{code}|>": 50259 + i for i, code in enumerate(LANGUAGE_CODES)}
     generation = transformers.GenerationConfig(
-        bos_token_id=50257, eos_token_id=50257, pad_token_id=50257,
-        decoder_start_token_id=50258, no_timestamps_token_id=50363, max_length=448,
-        is_multilingual=True, lang_to_id=languages,
-        task_to_id={"translate": 50358, "transcribe": 50359},
-        begin_suppress_tokens=[220, 50257], suppress_tokens=[], return_timestamps=False)
+        bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, decoder_start_token_id=sot,
+        no_timestamps_token_id=ids["<|notimestamps|>"], max_length=448,
+        is_multilingual=True, lang_to_id={lang: ids[lang] for lang in languages},
+        task_to_id={"translate": ids["<|translate|>"],
+                    "transcribe": ids["<|transcribe|>"]},
+        begin_suppress_tokens=[220, eot], suppress_tokens=[], return_timestamps=False)
     model.generation_config = generation
     model.save_pretrained(folder, safe_serialization=True)
     transformers.WhisperFeatureExtractor(feature_size=128).save_pretrained(folder)
@@ -134,11 +143,6 @@ def large_v3_random_folder(tiny_en: str, folder: str, torch_dtype) -> str:
         if index == 50256:
             del vocab[token]
             vocab["<|unused50256|>"] = 50256
-    specials = (["<|endoftext|>", "<|startoftranscript|>"] + list(languages) +
-                ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
-                 "<|nospeech|>", "<|notimestamps|>"] +
-                [f"<|{i * 0.02:.2f}|>" for i in range(1501)])
-    assert 50257 + len(specials) == LARGE_V3["vocab_size"]
     tokenizer["added_tokens"] = [
         {"id": 50257 + i, "content": s, "single_word": False, "lstrip": False,
          "rstrip": False, "normalized": False, "special": True}
