@@ -101,18 +101,18 @@ int cmd_transcribe(gk_runtime* rt, int32_t device, const TranscribeOptions& o) {
       gk_transcript_segment s{};
       s.struct_size = sizeof s;
       check(gk_transcript_segment_at(transcript.get(), i, &s), "gk_transcript_segment_at");
-      j["segments"].push_back({{"start", s.start},
-                               {"end", s.end},
-                               {"text", s.text},
-                               {"avg_logprob", s.avg_logprob},
-                               {"no_speech_prob", s.no_speech_prob},
-                               {"tokens", std::vector<int32_t>(s.tokens, s.tokens + s.num_tokens)}});
+      j["segments"].push_back(
+          {{"start", s.start},
+           {"end", s.end},
+           {"text", s.text},
+           {"avg_logprob", s.avg_logprob},
+           {"no_speech_prob", s.no_speech_prob},
+           {"tokens", std::vector<int32_t>(s.tokens, s.tokens + s.num_tokens)}});
     }
     std::printf("%s\n", j.dump(2).c_str());
   }
   std::fprintf(stderr, "audio %.2f s, load %.2f s, transcribed in %.2f s: RTFx %.2f\n",
-               progress.duration, load_s, seconds,
-               seconds > 0 ? progress.duration / seconds : 0.0);
+               progress.duration, load_s, seconds, seconds > 0 ? progress.duration / seconds : 0.0);
   return 0;
 }
 

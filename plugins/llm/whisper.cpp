@@ -42,8 +42,9 @@ void read_config(const nlohmann::json& config, Config& c) {
   }
   c.head_dim = c.hidden / c.heads;
   if (config.value("scale_embedding", false)) {
-    fail(GK_UNIMPLEMENTED, "config.json: scale_embedding true is not supported (no Whisper "
-                           "checkpoint sets it)");
+    fail(GK_UNIMPLEMENTED,
+         "config.json: scale_embedding true is not supported (no Whisper "
+         "checkpoint sets it)");
   }
   if (auto act = config.find("activation_function");
       act != config.end() && act->is_string() && act->get<std::string>() != "gelu") {

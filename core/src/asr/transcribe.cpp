@@ -26,7 +26,7 @@ namespace {
 
 constexpr int64_t kSampleRate = 16000;
 constexpr int64_t kHop = 160;
-constexpr int64_t kWindowFrames = 3000;                  // 30 s of features
+constexpr int64_t kWindowFrames = 3000;                   // 30 s of features
 constexpr int64_t kWindowSamples = kWindowFrames * kHop;  // 480000
 constexpr double kSecondsPerTimestamp = 0.02;             // the encoder's stride of 2 frames
 constexpr int64_t kMaxInitialTimestamp = 50;              // 1.0 s, in timestamp steps
@@ -92,7 +92,8 @@ Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
   v.sot_prev = id("<|startofprev|>");
   v.no_speech = id("<|nospeech|>") >= 0 ? id("<|nospeech|>") : id("<|nocaptions|>");
   v.no_timestamps = id("<|notimestamps|>");
-  for (auto [name, value] : {std::pair{"<|endoftext|>", v.eot}, {"<|startoftranscript|>", v.sot},
+  for (auto [name, value] : {std::pair{"<|endoftext|>", v.eot},
+                             {"<|startoftranscript|>", v.sot},
                              {"<|notimestamps|>", v.no_timestamps}}) {
     if (value < 0 || value >= vocab_size) {
       fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: " + (folder / "tokenizer.json").string() +
@@ -141,8 +142,8 @@ double log_sum_exp(const float* x, int64_t n) {
 }
 
 // openai-whisper's SuppressBlank, SuppressTokens and ApplyTimestampRules on one row.
-void apply_filters(std::vector<float>& logits, const std::vector<int32_t>& sampled,
-                   bool timestamps, const Vocab& v) {
+void apply_filters(std::vector<float>& logits, const std::vector<int32_t>& sampled, bool timestamps,
+                   const Vocab& v) {
   const int64_t n = int64_t(logits.size());
   const int32_t tb = v.timestamp_begin;
   if (sampled.empty()) {
@@ -212,8 +213,10 @@ class Transcriber {
     }
     if (enc.max_frames < kWindowFrames) {
       fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: the model's encoder takes " +
-                                    std::to_string(enc.max_frames) + " frames, less than a 30 s "
-                                    "window of " + std::to_string(kWindowFrames));
+                                    std::to_string(enc.max_frames) +
+                                    " frames, less than a 30 s "
+                                    "window of " +
+                                    std::to_string(kWindowFrames));
     }
     n_mels_ = enc.n_mels;
     const std::filesystem::path folder(model_path(model));
@@ -330,8 +333,7 @@ class Transcriber {
     double sum_logprob = 0;
     for (int64_t i = 0; i < sample_len; ++i) {
       apply_filters(row, out.tokens, timestamps, v_);
-      const int32_t next =
-          int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+      const int32_t next = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
       sum_logprob += double(row[size_t(next)]) - log_sum_exp(row.data(), vocab_size_);
       if (next == v_.eot) break;
       out.tokens.push_back(next);
@@ -349,12 +351,12 @@ class Transcriber {
     }
     if (text.empty()) return "";
     size_t length = 0;
-    gk_status s = gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, nullptr, 0,
-                                      &length);
+    gk_status s =
+        gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, nullptr, 0, &length);
     if (s != GK_OK && s != GK_OUT_OF_RANGE) check(s, "gk_asr_transcribe");
     std::string out(length + 1, '\0');
-    check(gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, out.data(),
-                              out.size(), &length),
+    check(gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, out.data(), out.size(),
+                              &length),
           "gk_asr_transcribe");
     out.resize(length);
     return out;
@@ -390,14 +392,15 @@ gk_transcribe_options checked_options(const gk_transcribe_options* options) {
     fail(status, "gk_asr_transcribe: " + what);
   };
   if (o.beam_size == 0) o.beam_size = 1;
-  if (o.beam_size < 0) bad(GK_INVALID_ARGUMENT, "beam_size " + std::to_string(o.beam_size) + " is negative");
+  if (o.beam_size < 0)
+    bad(GK_INVALID_ARGUMENT, "beam_size " + std::to_string(o.beam_size) + " is negative");
   if (o.beam_size > 1) {
     bad(GK_UNIMPLEMENTED, "beam_size " + std::to_string(o.beam_size) +
                               ": only greedy decoding (beam_size 1) is implemented");
   }
   if (!std::isfinite(o.temperature) || o.temperature < 0) {
-    bad(GK_INVALID_ARGUMENT, "temperature " + std::to_string(o.temperature) +
-                                 " is not a finite value >= 0");
+    bad(GK_INVALID_ARGUMENT,
+        "temperature " + std::to_string(o.temperature) + " is not a finite value >= 0");
   }
   if (o.temperature > 0) {
     bad(GK_UNIMPLEMENTED, "temperature " + std::to_string(o.temperature) +
@@ -437,8 +440,9 @@ GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
     check(gk_tensor_get_desc(audio, &d), fn);
     const bool contiguous = d.ndim == 1 && (d.shape[0] <= 1 || d.strides[0] == 1);
     if (d.dtype != GK_DTYPE_F32 || !contiguous) {
-      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": audio must be a contiguous 1-D f32 "
-                                    "tensor of 16 kHz samples (gk_audio_load gives one)");
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) +
+                                        ": audio must be a contiguous 1-D f32 "
+                                        "tensor of 16 kHz samples (gk_audio_load gives one)");
     }
     if (d.shape[0] < 1) gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": the audio is empty");
     std::vector<float> samples(size_t(d.shape[0]));
@@ -463,8 +467,8 @@ GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
       if (v.transcribe >= 0) sot_sequence.push_back(v.transcribe);
     } else {
       if (o.language && std::string(o.language) != "en") {
-        gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": language '" + o.language +
-                                          "' for an English-only model");
+        gk::fail(GK_INVALID_ARGUMENT,
+                 std::string(fn) + ": language '" + o.language + "' for an English-only model");
       }
       result->language = "en";
     }
@@ -539,9 +543,14 @@ GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
         result->segments.push_back(std::move(s));
         if (o.on_segment) {
           const Segment& last = result->segments.back();
-          gk_transcript_segment view{sizeof(gk_transcript_segment), last.start, last.end,
-                                     last.text.c_str(), last.avg_logprob, last.no_speech_prob,
-                                     last.tokens.data(), int32_t(last.tokens.size())};
+          gk_transcript_segment view{sizeof(gk_transcript_segment),
+                                     last.start,
+                                     last.end,
+                                     last.text.c_str(),
+                                     last.avg_logprob,
+                                     last.no_speech_prob,
+                                     last.tokens.data(),
+                                     int32_t(last.tokens.size())};
           if (o.on_segment(o.user_data, &view) != 0) {
             stop = true;
             break;

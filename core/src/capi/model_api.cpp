@@ -688,8 +688,8 @@ GK_API gk_status gk_session_encode(gk_session* session, const float* features, i
                                         std::to_string(m.info.encoder_frames) + "] (30 s)");
     }
     gk::TensorRef feats(gk::new_device_tensor(m, GK_DTYPE_F32, {n_mels, frames}, fn));
-    gk::check(gk_copy_from_host(feats.t, features, uint64_t(n_mels) * uint64_t(frames) * 4, nullptr),
-              fn);
+    const uint64_t bytes = uint64_t(n_mels) * uint64_t(frames) * 4;
+    gk::check(gk_copy_from_host(feats.t, features, bytes, nullptr), fn);
     const int64_t positions = (frames + 1) / 2;
     gk::TensorRef hidden;
     if (out) hidden = gk::TensorRef(gk::new_device_tensor(m, GK_DTYPE_F32,
