@@ -240,35 +240,47 @@ void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
   const gk_plugin_tensor& out = args.outputs[0];
   const int64_t B = q.shape[0], Tq = q.shape[1], Hq = q.shape[2], Dh = q.shape[3];
   const int64_t Hkv = k.shape[2], group = Hq / Hkv;
-  std::vector<double> scores, acc(static_cast<size_t>(Dh));
+  std::vector<double> keys, values, query(static_cast<size_t>(Dh)), scores,
+      acc(static_cast<size_t>(Dh));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t L = lengths[size_t(b)];
-    for (int64_t i = 0; i < Tq; ++i) {
-      // Query i of the Tq newest tokens sits at cache position L - Tq + i.
-      const int64_t last = p.causal ? std::min(L - 1, L - Tq + i) : L - 1;
-      for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t hk = h / group;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        scores.assign(static_cast<size_t>(std::max<int64_t>(last + 1, 0)), 0.0);
-        double max = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j <= last; ++j) {
-          double dot = 0.0;
-          for (int64_t d = 0; d < Dh; ++d) {
-            dot += double(load<T>(at(q, {b, i, h, d}))) * double(load<T>(at(k, {b, j, hk, d})));
-          }
-          scores[size_t(j)] = dot * p.scale;
-          max = std::max(max, scores[size_t(j)]);
-        }
-        double sum = 0.0;
-        for (int64_t j = 0; j <= last; ++j) {
-          const double w = std::exp(scores[size_t(j)] - max);
-          sum += w;
-          for (int64_t d = 0; d < Dh; ++d)
-            acc[size_t(d)] += w * double(load<T>(at(v, {b, j, hk, d})));
-        }
-        // A query with no key to attend to (an empty cache, or causal with L < Tq) gives 0.
+    for (int64_t hk = 0; hk < Hkv; ++hk) {
+      // This kv head's keys and values, read once as f64 rows for every query that reads
+      // them (not once per query: an encoder's 1500 queries each read all 1500 keys).
+      keys.resize(static_cast<size_t>(L * Dh));
+      values.resize(static_cast<size_t>(L * Dh));
+      for (int64_t j = 0; j < L; ++j) {
         for (int64_t d = 0; d < Dh; ++d) {
-          store<T>(at(out, {b, i, h, d}), sum > 0.0 ? acc[size_t(d)] / sum : 0.0);
+          keys[size_t(j * Dh + d)] = double(load<T>(at(k, {b, j, hk, d})));
+          values[size_t(j * Dh + d)] = double(load<T>(at(v, {b, j, hk, d})));
+        }
+      }
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        for (int64_t i = 0; i < Tq; ++i) {
+          // Query i of the Tq newest tokens sits at cache position L - Tq + i.
+          const int64_t last = p.causal ? std::min(L - 1, L - Tq + i) : L - 1;
+          for (int64_t d = 0; d < Dh; ++d) query[size_t(d)] = double(load<T>(at(q, {b, i, h, d})));
+          std::fill(acc.begin(), acc.end(), 0.0);
+          scores.assign(static_cast<size_t>(std::max<int64_t>(last + 1, 0)), 0.0);
+          double max = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j <= last; ++j) {
+            const double* key = keys.data() + j * Dh;
+            double dot = 0.0;
+            for (int64_t d = 0; d < Dh; ++d) dot += query[size_t(d)] * key[d];
+            scores[size_t(j)] = dot * p.scale;
+            max = std::max(max, scores[size_t(j)]);
+          }
+          double sum = 0.0;
+          for (int64_t j = 0; j <= last; ++j) {
+            const double w = std::exp(scores[size_t(j)] - max);
+            sum += w;
+            const double* value = values.data() + j * Dh;
+            for (int64_t d = 0; d < Dh; ++d) acc[size_t(d)] += w * value[d];
+          }
+          // A query with no key to attend to (an empty cache, or causal with L < Tq) gives 0.
+          for (int64_t d = 0; d < Dh; ++d) {
+            store<T>(at(out, {b, i, h, d}), sum > 0.0 ? acc[size_t(d)] / sum : 0.0);
+          }
         }
       }
     }
