@@ -80,6 +80,13 @@ else
   "$PYTHON" -m venv "${venv_args[@]}" "$work/venv"
   vpip() { "$vpy" -m pip "$@"; }
 fi
+if [ "$offline" = 1 ]; then
+  # --system-site-packages reaches the base interpreter's site only; where $PYTHON is itself a
+  # venv (the GPU machine's is), its packages (numpy, pytest, torch) are added by a .pth.
+  "$PYTHON" -c "import site, sysconfig; print('\n'.join(dict.fromkeys(
+      site.getsitepackages() + [sysconfig.get_paths()[k] for k in ('purelib', 'platlib')])))" \
+    > "$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gpukit_outer_site.pth"
+fi
 pip_args=(--disable-pip-version-check -q)
 if [ "$offline" = 1 ]; then
   # numpy (and pytest, torch) come from the system site; cffi from the carried wheels when the
