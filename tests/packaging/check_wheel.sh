@@ -82,10 +82,17 @@ else
 fi
 if [ "$offline" = 1 ]; then
   # --system-site-packages reaches the base interpreter's site only; where $PYTHON is itself a
-  # venv (the GPU machine's is), its packages (numpy, pytest, torch) are added by a .pth.
-  "$PYTHON" -c "import site, sysconfig; print('\n'.join(dict.fromkeys(
-      site.getsitepackages() + [sysconfig.get_paths()[k] for k in ('purelib', 'platlib')])))" \
-    > "$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gpukit_outer_site.pth"
+  # venv or finds its packages elsewhere (the GPU machine's), the folders holding numpy,
+  # pytest and the GPU libraries the suite compares with are added by a .pth.
+  "$PYTHON" - > "$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_gpukit_outer_site.pth" <<'PY'
+import importlib.util, os, site, sysconfig
+folders = site.getsitepackages() + [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+for name in ("numpy", "pytest", "torch", "cupy", "jax", "ml_dtypes"):
+    spec = importlib.util.find_spec(name)
+    if spec and spec.origin:
+        folders.append(os.path.dirname(os.path.dirname(spec.origin)))
+print("\n".join(dict.fromkeys(folders)))
+PY
 fi
 pip_args=(--disable-pip-version-check -q)
 if [ "$offline" = 1 ]; then
@@ -93,7 +100,17 @@ if [ "$offline" = 1 ]; then
   # system has none.
   pip_args+=(--no-index --find-links "$REPO/.whl")
 fi
-(cd "$work/empty" && vpip install "${pip_args[@]}" "$wheel")
+if [ "$offline" = 1 ]; then
+  # Offline, the dependencies are whatever the venv already sees (the .pth above) plus cffi
+  # from .whl/: pip's resolver is not asked to find numpy in an index it does not have.
+  (cd "$work/empty" && vpip install "${pip_args[@]}" --no-deps "$wheel")
+  "$vpy" -c "import cffi" 2>/dev/null ||
+    (cd "$work/empty" && vpip install "${pip_args[@]}" cffi pycparser)
+  "$vpy" -c "import numpy" ||
+    { echo "check_wheel.sh: the venv sees no numpy (offline: it must come from \$PYTHON)" >&2; exit 1; }
+else
+  (cd "$work/empty" && vpip install "${pip_args[@]}" "$wheel")
+fi
 
 site=$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 # The NVIDIA libraries where `pip install gpukit[cuda]` puts them (site-packages/nvidia/cu13/lib):
