@@ -104,9 +104,9 @@ if [ "$offline" = 1 ]; then
   # Offline, the dependencies are whatever the venv already sees (the .pth above) plus cffi
   # from .whl/: pip's resolver is not asked to find numpy in an index it does not have.
   (cd "$work/empty" && vpip install "${pip_args[@]}" --no-deps "$wheel")
-  "$vpy" -c "import cffi" 2>/dev/null ||
+  env -u PYTHONPATH "$vpy" -c "import cffi" 2>/dev/null ||
     (cd "$work/empty" && vpip install "${pip_args[@]}" cffi pycparser)
-  "$vpy" -c "import numpy" ||
+  env -u PYTHONPATH "$vpy" -c "import numpy" ||
     { echo "check_wheel.sh: the venv sees no numpy (offline: it must come from \$PYTHON)" >&2; exit 1; }
 else
   (cd "$work/empty" && vpip install "${pip_args[@]}" "$wheel")
