@@ -67,6 +67,9 @@ if [ "$build_only" = 1 ]; then
   exit 0
 fi
 
+# Nothing of the caller's PYTHONPATH may reach the venv: pip would count what it holds as
+# installed there, and the smoke test runs without it.
+unset PYTHONPATH
 venv_args=()
 [ "$offline" = 1 ] && venv_args=(--system-site-packages)
 vpy=$work/venv/bin/python
