@@ -24,7 +24,8 @@
 #   --keep       keep the temporary folder (its path is printed)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-PYTHON=${PYTHON:-python3}
+# An absolute path: the build-tools venv put first on PATH below has its own python3.
+PYTHON=$(command -v "${PYTHON:-python3}")
 cuda=OFF gpu=0 offline=0 wheel="" keep=0 build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
