@@ -140,8 +140,10 @@ elif [ "$gpu" = 1 ]; then
 fi
 
 # A clean environment: no checkout paths, and with --gpu no toolkit on any path.
+# An empty JIT disk cache: a hit opens no NVRTC, and the smoke test checks where NVRTC is
+# opened from.
 clean_env=(env -u GPUKIT_LIBRARY -u GPUKIT_INCLUDE_DIR -u GPUKIT_PLUGIN_PATH -u PYTHONPATH
-           -u GPUKIT_CUDA_LIBRARY_PATH)
+           -u GPUKIT_CUDA_LIBRARY_PATH GPUKIT_CACHE_DIR="$work/jit-cache")
 if [ "$gpu" = 1 ]; then
   scrub() { tr ':' '\n' <<<"${1:-}" | { grep -v '/usr/local/cuda' || true; } | paste -sd: -; }
   clean_env+=(-u CUDA_HOME -u CUDA_PATH PATH="$(scrub "$PATH")"
