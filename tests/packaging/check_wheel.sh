@@ -142,8 +142,9 @@ fi
 # A clean environment: no checkout paths, and with --gpu no toolkit on any path.
 # An empty JIT disk cache: a hit opens no NVRTC, and the smoke test checks where NVRTC is
 # opened from.
+export GPUKIT_CACHE_DIR="$work/jit-cache"
 clean_env=(env -u GPUKIT_LIBRARY -u GPUKIT_INCLUDE_DIR -u GPUKIT_PLUGIN_PATH -u PYTHONPATH
-           -u GPUKIT_CUDA_LIBRARY_PATH GPUKIT_CACHE_DIR="$work/jit-cache")
+           -u GPUKIT_CUDA_LIBRARY_PATH)
 if [ "$gpu" = 1 ]; then
   scrub() { tr ':' '\n' <<<"${1:-}" | { grep -v '/usr/local/cuda' || true; } | paste -sd: -; }
   clean_env+=(-u CUDA_HOME -u CUDA_PATH PATH="$(scrub "$PATH")"
