@@ -221,9 +221,11 @@ def test_a_warm_cache_hit_in_a_fresh_process_opens_no_nvrtc(cache_dir, tmp_path)
     import sys
     source = tmp_path / "kernel.cu"
     source.write_text(_unique(SCALE))
-    run = lambda: subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)],  # noqa: E731
-                                 check=True, capture_output=True, text=True,
-                                 env=dict(os.environ)).stdout.split()
+    def run():
+        done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)],
+                              capture_output=True, text=True, env=dict(os.environ))
+        assert done.returncode == 0, f"the fresh process failed:\n{done.stderr[-4000:]}"
+        return done.stdout.split()
     # The first process compiles (NVRTC open) and leaves NVRTC's facts beside the entry.
     assert run() == ["compiled", "True"]
     assert (cache_dir / "nvrtc.facts").is_file()
