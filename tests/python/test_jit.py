@@ -221,9 +221,14 @@ def test_a_warm_cache_hit_in_a_fresh_process_opens_no_nvrtc(cache_dir, tmp_path)
     import sys
     source = tmp_path / "kernel.cu"
     source.write_text(_unique(SCALE))
-    def run():
+    def run(**extra_env):
+        # The child imports the gpukit this process imported (conftest put it on sys.path,
+        # not on PYTHONPATH).
+        package_root = os.path.dirname(os.path.dirname(gpukit.__file__))
+        env = dict(os.environ, **extra_env, PYTHONPATH=os.pathsep.join(
+            p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
         done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)],
-                              capture_output=True, text=True, env=dict(os.environ))
+                              capture_output=True, text=True, env=env)
         assert done.returncode == 0, f"the fresh process failed:\n{done.stderr[-4000:]}"
         return done.stdout.split()
     # The first process compiles (NVRTC open) and leaves NVRTC's facts beside the entry.
@@ -232,10 +237,7 @@ def test_a_warm_cache_hit_in_a_fresh_process_opens_no_nvrtc(cache_dir, tmp_path)
     # The next one reads the entry, and NVRTC's version from the facts: no dlopen.
     assert run() == ["disk_cache", "False"]
     # Pointing at another NVRTC library makes the facts stale: NVRTC is opened again.
-    env_other = dict(os.environ, GPUKIT_NVRTC_LIBRARY="libnvrtc.so")
-    out = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_HIT, str(source)], check=True,
-                         capture_output=True, text=True, env=env_other).stdout.split()
-    assert out == ["disk_cache", "True"]
+    assert run(GPUKIT_NVRTC_LIBRARY="libnvrtc.so") == ["disk_cache", "True"]
     # Clearing the cache forgets the facts too.
     jit.clear_cache()
     assert not (cache_dir / "nvrtc.facts").exists()
