@@ -151,7 +151,7 @@ GPUKIT_CUDA ?= OFF
 endif
 DEMO_TARGETS := gpukit gpukit_cpu gpukit_llm gpukit_cli matmul_demo
 ifeq ($(GPUKIT_CUDA),ON)
-DEMO_TARGETS += gpukit_cublaslt gpukit_matmul_sm80 gpukit_matmul_sm90 gpukit_reductions_cuda \
+DEMO_TARGETS += gpukit_cublaslt gpukit_matmul_sm80 gpukit_matmul_sm90 gpukit_matmul_gemv gpukit_reductions_cuda \
                 gpukit_llm_cuda
 endif
 DEMO_PROMPT ?= What is the capital of France? Answer in one sentence.

@@ -441,7 +441,8 @@ def main() -> int:
     if args.per_plugin:
         plugins = ["matmul_sm90", "cublaslt", "matmul_sm80"]
         for p in plugins:
-            env = dict(os.environ, GPUKIT_PLUGINS_DISABLE=",".join(q for q in plugins if q != p))
+            env = dict(os.environ, GPUKIT_PLUGINS_DISABLE=",".join(
+                [q for q in plugins if q != p] + ["matmul_gemv"]))
             sub = os.path.join(args.out_dir, f"plugin_{p}")
             subprocess.run([sys.executable, __file__, sub, "--family", "matmul", "--runs",
                             str(args.runs), "--tag", p] + (["--quick"] if args.quick else []),

@@ -81,13 +81,13 @@ matmul_plugins() {
   local plugins=$BUILD/lib/gpukit/plugins p
   [ -x $BUILD/bin/matmul_check ] || { note "matmul_check: not built"; return; }
   if [[ $1 == check ]]; then
-    for p in cublaslt matmul_sm80 matmul_sm90; do
+    for p in cublaslt matmul_sm80 matmul_sm90 matmul_gemv; do
       timeout 300 $BUILD/bin/matmul_check --no-bench $plugins/libgpukit_$p.so \
         > "$OUT/matmul_check_$p.log" 2>&1
       note "matmul_check $p: exit $?, $(grep -c ' ok' "$OUT/matmul_check_$p.log") ok, $(grep -c FAIL "$OUT/matmul_check_$p.log") FAIL, $(grep -c declined "$OUT/matmul_check_$p.log") declined"
     done
   else
-    timeout 300 $BUILD/bin/matmul_check --no-check $plugins/libgpukit_{matmul_sm90,cublaslt,matmul_sm80}.so \
+    timeout 300 $BUILD/bin/matmul_check --no-check $plugins/libgpukit_{matmul_sm90,cublaslt,matmul_sm80,matmul_gemv}.so \
       > "$OUT/matmul_kernels.log" 2>&1
     note "matmul_check bench: exit $?"
     sed -n '/== benchmark/,$p' "$OUT/matmul_kernels.log" | tee -a "$SUMMARY"

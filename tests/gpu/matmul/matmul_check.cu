@@ -28,6 +28,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpukit/gpukit_plugin.h"
@@ -733,6 +734,33 @@ std::vector<Case> check_cases() {
     c.name = "tf32 batched [70000] (grid z slices)";
     cs.push_back(c);
   }
+  // Skinny products, the decode projections matmul_gemv serves (M ≤ 4, b as [N, K]
+  // transposed; 5 and 8 it declines): row counts up to 8, partial warps of columns, bias, f32 out, the
+  // epilogue's alpha / beta / activation, and a misaligned a it must decline.
+  const std::pair<int64_t, int64_t> skinny_nk[] = {{1152, 896}, {7, 2048}, {4864, 904}};
+  for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16})
+    for (int64_t m : {1, 2, 3, 5, 8})
+      for (const auto& nk : skinny_nk) {
+        Case c;
+        c.dtype = dt;
+        c.out_dtype = (m % 2) ? GK_DTYPE_F32 : dt;
+        c.m = m, c.n = nk.first, c.k = nk.second;
+        c.tb = true;
+        c.bias = m != 2;
+        c.name = std::string(dname(dt)) + " skinny (decode)";
+        cs.push_back(c);
+      }
+  {
+    Case c;
+    c.dtype = GK_DTYPE_BF16, c.out_dtype = GK_DTYPE_F32;
+    c.m = 4, c.n = 2048, c.k = 8192, c.tb = true;
+    c.alpha = 1.5, c.beta = 0.5, c.bias = true, c.act = "silu";
+    c.name = "bf16 skinny alpha, beta, bias + silu";
+    cs.push_back(c);
+    c.misalign = 1;
+    c.name = "bf16 skinny, a misaligned by one element";
+    cs.push_back(c);
+  }
   // Large: a sample of rows against the reference.
   for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16})
     for (int tb = 0; tb < 2; ++tb) {
@@ -801,6 +829,10 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas, const std::string&
       {8192, 8192, 8192, GK_DTYPE_BF16, true},  {8192, 8192, 8192, GK_DTYPE_F16, false},
       {4096, 14336, 4096, GK_DTYPE_BF16, false}, {4096, 14336, 4096, GK_DTYPE_BF16, true},
       {1, 14336, 4096, GK_DTYPE_BF16, true},    {16, 14336, 4096, GK_DTYPE_BF16, true},
+      {1, 2048, 2048, GK_DTYPE_BF16, true},     {1, 8192, 2048, GK_DTYPE_BF16, true},
+      {1, 2048, 8192, GK_DTYPE_BF16, true},     {2, 8192, 2048, GK_DTYPE_BF16, true},
+      {4, 8192, 2048, GK_DTYPE_BF16, true},
+      {1, 128256, 2048, GK_DTYPE_BF16, true},
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
       {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
       {4096, 4096, 4096, GK_DTYPE_F32, false},

@@ -1,0 +1,35 @@
+// gemv.cuh — skinny matmul for decode: M ≤ 4 rows of `a` times a weight matrix stored
+// K-contiguous (nn.Linear's [N, K] with transpose_b, the layout of every llm projection).
+//
+// At M ≤ 4 a matmul reads each weight once and does M multiply-adds per weight: it is bound
+// by the weight stream, and tile-based GEMM kernels (128-row tiles, split-K reductions) waste
+// most of their work and several launches on it. Here each warp owns output columns
+// (weight rows): its lanes stream the row in 16-byte loads, eight in flight per lane,
+// multiply them with the M rows of `a` (small, served by L1/L2), reduce across the warp,
+// and lane 0 writes M outputs through the shared epilogue (alpha, beta, bias, activation).
+// f32 accumulation; bf16/f16 inputs; out in the input dtype or f32.
+#ifndef GPUKIT_KERNELS_MATMUL_GEMV_CUH_
+#define GPUKIT_KERNELS_MATMUL_GEMV_CUH_
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "matmul_problem.h"
+
+namespace gk::matmul {
+
+// The most rows of `a` the kernel takes. Each weight element costs M multiply-adds and M
+// conversions of `a` on the CUDA cores, so past a few rows the tensor-core GEMMs win (on an
+// H200, 8×8192×2048 bf16 ran at a third of cuBLAS's speed here).
+inline constexpr int64_t kGemvMaxRows = 4;
+
+// True when gemv_run can serve the problem; otherwise *why says what is refused.
+bool gemv_can_implement(const MatmulProblem& p, std::string* why);
+
+// Enqueues the product on `stream`.
+cudaError_t gemv_run(const MatmulProblem& p, cudaStream_t stream);
+
+}  // namespace gk::matmul
+
+#endif  // GPUKIT_KERNELS_MATMUL_GEMV_CUH_
