@@ -119,13 +119,8 @@ cudaError_t launch_typed(const GemvParams& gp, cudaStream_t stream) {
       std::min<int64_t>((gp.n + kWarps - 1) / kWarps, int64_t(sms) * kBlocksPerSm);
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(kWarps * 32);
-  if (gp.m <= 1) {
-    gemv_kernel<T, OutT, 1><<<grid, block, 0, stream>>>(gp);
-  } else if (gp.m <= 2) {
-    gemv_kernel<T, OutT, 2><<<grid, block, 0, stream>>>(gp);
-  } else {
-    gemv_kernel<T, OutT, 4><<<grid, block, 0, stream>>>(gp);
-  }
+  static_assert(kGemvMaxRows == 1, "instantiate gemv_kernel for the row counts served");
+  gemv_kernel<T, OutT, 1><<<grid, block, 0, stream>>>(gp);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// matmul_gemv plugin: skinny bf16/f16 matmul (M ≤ 4, weights K-contiguous) through
+// matmul_gemv plugin: skinny bf16/f16 matmul (M = 1, weights K-contiguous) through
 // kernels/matmul/gemv.cu, on any SM from 80 up; it declines every other product, which then
 // goes to cuBLASLt or the GEMM plugins. The only exported symbol is gk_plugin_entry; every
 // entry point catches.
