@@ -24,7 +24,7 @@
 #               `bash tests/packaging/check_wheel.sh --cuda --gpu`).
 #
 # Knobs: JOBS (default 2), BUILD_DIR, ASAN_DIR, TSAN_DIR, CMAKE_ARGS (extra -D… for
-#        the main build), FUZZ_SECONDS (per fuzz target; default 60, 30 under CI=true),
+#        the main build), FUZZ_SECONDS (per fuzz target; default 60, 20 under CI=true),
 #        FUZZ_SEED (1; 0 for a new seed each run), SKIP_DEPS=1 (do not check/install
 #        packages), SKIP_ASAN=1, SKIP_FUZZ=1, SKIP_TSAN=1, SKIP_WHEEL=1, GPUKIT_CUDA=ON|OFF
 #        (make demo and make wheel: build the CUDA plugins or not; default: ON when
@@ -38,10 +38,10 @@ JOBS       ?= 2
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
 TSAN_DIR   ?= build-tsan
-# CI fuzzes each target 30 s (the time limit of a CI run is shared by every step); 60 s
+# CI fuzzes each target 20 s (the time limit of a CI run is shared by every step); 60 s
 # elsewhere.
 ifeq ($(CI),true)
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 endif
 FUZZ_SECONDS ?= 60
 # The mutation sequence's seed: fixed, so a CI run repeats the inputs of the last one (and as
