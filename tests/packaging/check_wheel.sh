@@ -12,9 +12,10 @@
 #                toolkit on any path: CUDA_HOME/CUDA_PATH unset, PATH and LD_LIBRARY_PATH without
 #                /usr/local/cuda. The NVIDIA libraries come from site-packages/nvidia/cu13/lib of
 #                the venv, where `pip install gpukit[cuda]` puts them: the nvidia-* wheels'
-#                .whl/nvidia_*.whl when carried, else that folder filled with links to the
-#                toolkit's copies of the same files (a stand-in: the wheels are 90-600 MB each).
-#                Asserts the runtime took them from there.
+#                .whl/nvidia_*.whl when carried, else that folder filled with copies of the
+#                toolkit's same files (a stand-in: the wheels are 90-600 MB each).
+#                Asserts the runtime took them from there. Without --gpu (and not offline),
+#                NVRTC comes from the real nvidia-cuda-nvrtc wheel on PyPI.
 #   --offline    install cffi/pycparser from .whl/ and numpy/pytest/torch from the system site
 #                (--system-site-packages); implied by --gpu
 #   --wheel W    skip the build, check wheel W
@@ -117,16 +118,23 @@ else
 fi
 
 site=$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-# The NVIDIA libraries where `pip install gpukit[cuda]` puts them (site-packages/nvidia/cu13/lib):
-# the carried nvidia-* wheels, else copies of the toolkit's same files (copies, not links, so
-# that the smoke test can tell from /proc/self/maps which folder they were opened from). With
-# --gpu: cuBLASLt, cuFFT and NVRTC; without: NVRTC alone, when a toolkit has it (the JIT
-# compiles without a GPU), so that CI checks the wheels' folder is searched.
+# The NVIDIA libraries where `pip install gpukit[cuda]` puts them (site-packages/nvidia/cu13/lib).
+# With --gpu: cuBLASLt, cuFFT and NVRTC, from the carried nvidia-* wheels, else copies of the
+# toolkit's same files (copies, not links, so that the smoke test can tell from
+# /proc/self/maps which folder they were opened from). Without --gpu: NVRTC alone (the JIT
+# compiles without a GPU), from the real nvidia-cuda-nvrtc wheel on PyPI as the `cuda` extra
+# names it (about 58 MB), else the toolkit's copy offline, so that CI checks the wheels'
+# folder is searched.
 toolkit=${CUDA_HOME:-/usr/local/cuda}/lib64
 nvidia_lib=""
+nvrtc_wheel=$(grep -o '"nvidia-cuda-nvrtc[^"]*"' "$REPO/pyproject.toml" | tr -d '"')
 if [ "$gpu" = 1 ] && compgen -G "$REPO/.whl/nvidia_*.whl" >/dev/null; then
   (cd "$work/empty" && vpip install "${pip_args[@]}" "$REPO"/.whl/nvidia_*.whl)
   nvidia_lib=$site/nvidia/cu13/lib
+elif [ "$offline" = 0 ] && [ -n "$nvrtc_wheel" ] &&
+     (cd "$work/empty" && vpip install "${pip_args[@]}" "$nvrtc_wheel"); then
+  nvidia_lib=$site/nvidia/cu13/lib
+  echo "check_wheel.sh: NVRTC from PyPI's $(vpip list 2>/dev/null | grep -i nvidia-cuda-nvrtc | tr -s ' ')"
 elif [ -e "$toolkit/libnvrtc.so.13" ]; then
   files=(libnvrtc.so.13 libnvrtc-builtins.so.13.0)
   [ "$gpu" = 1 ] && files+=(libcublasLt.so.13 libcufft.so.12)
