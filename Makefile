@@ -210,6 +210,7 @@ ASAN_LABELS := ^(core|core_threads|c_abi|loader|fuzz)$$
 # Leaks inside third-party libraries that our code cannot free (each line says why).
 LSAN_SUPPRESSIONS := $(CURDIR)/tests/fuzz/lsan.supp
 ASAN_TARGETS := core_tests tokenizer_tests c_abi_test c_abi_plugin_header c_abi_dlpack_header c_abi_headers_alone \
+                c_abi_plugin_sdk_test \
                 c_abi_layout_test loader_test gpukit_plugins gpukit_fuzz_targets
 asan: sanitize-configure
 ifneq ($(SKIP_ASAN),1)

@@ -1,11 +1,23 @@
-// Shared by the CUDA plugins (asr_cuda, llm_cuda, reductions_cuda): makes a call's device
-// current for the calling thread and restores the previous one when it goes out of scope,
-// so the caller's cudart state is left as found.
+// Shared by the CUDA plugins: DeviceGuard makes a call's device current for the calling
+// thread and restores the previous one when it goes out of scope, so the caller's cudart
+// state is left as found; check_cuda turns a CUDA error into the plugin SDK's Failure.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
+#include "gpukit/gpukit_plugin.hpp"
+
 namespace gk::plugins {
+
+// Throws GK_INTERNAL naming `what` and the CUDA error (or `why`, when the caller knows more).
+inline void check_cuda(cudaError_t err, const char* what, const std::string& why = "") {
+  if (err != cudaSuccess) {
+    gk::plugin::fail(GK_INTERNAL,
+                     std::string(what) + ": " + (why.empty() ? cudaGetErrorString(err) : why));
+  }
+}
 
 class DeviceGuard {
  public:

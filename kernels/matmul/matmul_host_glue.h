@@ -1,6 +1,6 @@
-// matmul_host_glue.h — the host side the three matmul plugins share: ABI negotiation,
-// device lookup, error reporting. Header-only; every function is noexcept-safe to call
-// from a plugin entry point (the callers catch).
+// matmul_host_glue.h — the host side the matmul plugins share: device lookup, the call as
+// a MatmulProblem, error reporting. Header-only; the plugins' entry points (the plugin SDK,
+// gpukit_plugin.hpp) catch what problem_or_fail throws.
 #ifndef GPUKIT_KERNELS_MATMUL_MATMUL_HOST_GLUE_H_
 #define GPUKIT_KERNELS_MATMUL_MATMUL_HOST_GLUE_H_
 
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpukit/gpukit_plugin.h"
+#include "gpukit/gpukit_plugin.hpp"
 #include "matmul_problem.h"
 
 namespace gk::matmul {
@@ -50,6 +51,17 @@ inline bool describe_call(const gk_host_services* host, const gk_kernel_args* ar
     return false;
   }
   return call_device(host, args, sm_min, sm_max, dev, why) && parse_matmul_args(args, p, why);
+}
+
+// describe_call for launch(): the problem, or the plugin SDK's Failure (INVALID_ARGUMENT).
+inline MatmulProblem problem_or_fail(const gk_host_services* host, const gk_kernel_args& args,
+                                     int sm_min, int sm_max, gk_plugin_device* dev) {
+  MatmulProblem p;
+  std::string why;
+  if (!describe_call(host, &args, sm_min, sm_max, dev, &p, &why)) {
+    gk::plugin::fail(GK_INVALID_ARGUMENT, why);
+  }
+  return p;
 }
 
 }  // namespace gk::matmul

@@ -1,18 +1,16 @@
-// asr_cuda: the asr ops (log_mel_spectrogram) on CUDA SM 80+, with cuFFT. Exports
-// gk_plugin_entry only. Every entry point catches C++ exceptions; CUDA runs on the device's
-// primary context through the statically linked runtime.
+// asr_cuda: the asr ops (log_mel_spectrogram) on CUDA SM 80+, with cuFFT, a plugin SDK class
+// (gpukit_plugin.hpp). CUDA runs on the device's primary context through the statically
+// linked runtime.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "asr/log_mel.cuh"
 #include "asr/mel_params.h"
 #include "cuda_device_guard.h"
-#include "gpukit/gpukit_plugin.h"
+#include "gpukit/gpukit_plugin.hpp"
 
 namespace gk::plugins::asr_cuda {
 namespace {
@@ -20,19 +18,6 @@ namespace {
 namespace ka = gk::kernels::asr;
 
 constexpr const char* kOp = "log_mel_spectrogram";
-
-struct State {
-  const gk_host_services* host;
-};
-
-void write_reason(const std::string& why, char* reason, size_t capacity) {
-  if (reason == nullptr || capacity == 0) return;
-  std::snprintf(reason, capacity, "%s", why.c_str());
-}
-
-void report(const gk_host_services* host, const std::string& msg) {
-  if (host && host->report_error) host->report_error(host->host_context, msg.c_str());
-}
 
 std::string shape_text(const gk_plugin_tensor& t) {
   std::string s = "[";
@@ -105,109 +90,67 @@ bool resolve(const gk_kernel_args* args, ka::LogMelProblem* p, asr::MelParams* m
   return true;
 }
 
-gk_status init(const gk_host_services* host, void** state) {
-  try {
-    *state = new State{host};
-    return GK_OK;
-  } catch (...) {
-    report(host, "asr_cuda init: out of memory");
-    return GK_INTERNAL;
+// The pool memory of one launch, returned stream-ordered when it goes out of scope.
+class Workspace {
+ public:
+  Workspace(const gk_host_services* host, const gk_kernel_args& args, size_t bytes)
+      : host_(host), args_(args) {
+    if (host->alloc(host->host_context, args.device, bytes, args.stream, &data_) != GK_OK) {
+      gk::plugin::fail(GK_RESOURCE_EXHAUSTED,
+                       "workspace of " + std::to_string(bytes) +
+                           " bytes (frames, spectra, filterbank) could not be allocated");
+    }
   }
-}
+  ~Workspace() { host_->free(host_->host_context, args_.device, data_, args_.stream); }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  void* data() const { return data_; }
 
-void shutdown(void* state) {
-  delete static_cast<State*>(state);
-}
+ private:
+  const gk_host_services* host_;
+  const gk_kernel_args& args_;
+  void* data_ = nullptr;
+};
 
-gk_status supports(void* /*state*/, const gk_kernel_args* args, char* reason,
-                   size_t reason_capacity) {
-  try {
-    if (args == nullptr || args->op == nullptr || std::strcmp(args->op, kOp) != 0) {
-      write_reason(std::string(args && args->op ? args->op : "(null)") +
-                       ": op is not served by asr_cuda",
-                   reason, reason_capacity);
-      return GK_UNIMPLEMENTED;
+struct AsrCuda {
+  static constexpr const char* kName = "asr_cuda";
+  static constexpr const char* kVersion = "0.1.0";
+  const gk_host_services* host;
+
+  explicit AsrCuda(const gk_host_services* h) : host(h) {}
+
+  bool supports(const gk_kernel_args& args, std::string* why) const {
+    if (std::strcmp(args.op, kOp) != 0) {
+      *why = std::string(args.op) + ": op is not served by asr_cuda";
+      return false;
     }
     ka::LogMelProblem p{};
     asr::MelParams mel;
-    std::string why;
-    if (!resolve(args, &p, &mel, &why)) {
-      write_reason(why, reason, reason_capacity);
-      return GK_UNIMPLEMENTED;
-    }
-    return GK_OK;
-  } catch (const std::exception& e) {
-    write_reason(std::string("asr_cuda supports: ") + e.what(), reason, reason_capacity);
-    return GK_UNIMPLEMENTED;
+    return resolve(&args, &p, &mel, why);
   }
-}
 
-gk_status launch(void* state, const gk_kernel_args* args) {
-  const gk_host_services* host = static_cast<State*>(state)->host;
-  const std::string op = args && args->op ? args->op : "(null)";
-  void* workspace = nullptr;
-  try {
+  void launch(const gk_kernel_args& args) const {
     ka::LogMelProblem p{};
     asr::MelParams mel;
     std::string why;
-    if (op != kOp || !resolve(args, &p, &mel, &why)) {
-      report(host, why.empty() ? op + ": not served by asr_cuda" : why);
-      return GK_INVALID_ARGUMENT;
-    }
-    gk_plugin_device dev;
-    std::memset(&dev, 0, sizeof(dev));
-    dev.struct_size = sizeof(dev);
-    gk_status st = host->device_info(host->host_context, args->device, &dev);
-    if (st != GK_OK) {
-      report(host, op + ": device_info for device " + std::to_string(args->device) + " failed");
-      return st;
-    }
+    if (std::strcmp(args.op, kOp) != 0) gk::plugin::fail(GK_UNIMPLEMENTED, "not served by asr_cuda");
+    if (!resolve(&args, &p, &mel, &why)) gk::plugin::fail(GK_INVALID_ARGUMENT, why);
+    const gk_plugin_device dev = gk::plugin::call_device(host, args);
     DeviceGuard guard;
-    cudaError_t err = guard.enter(dev.ordinal);
-    if (err != cudaSuccess) {
-      report(host, op + ": cudaSetDevice(" + std::to_string(dev.ordinal) +
-                       ") failed: " + cudaGetErrorString(err));
-      return GK_INTERNAL;
-    }
-    const size_t bytes = ka::log_mel_workspace_bytes(p);
-    st = host->alloc(host->host_context, args->device, bytes, args->stream, &workspace);
-    if (st != GK_OK) {
-      report(host, op + ": workspace of " + std::to_string(bytes) +
-                       " bytes (frames, spectra, filterbank) could not be allocated");
-      return st;
-    }
+    check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
+    Workspace workspace(host, args, ka::log_mel_workspace_bytes(p));
     const std::vector<double> filters64 = asr::slaney_mel_filters(mel);
     const std::vector<float> filters(filters64.begin(), filters64.end());
     const char* what = "";
-    err = ka::launch_log_mel(p, static_cast<const float*>(args->inputs[0].data), filters.data(),
-                             static_cast<float*>(args->outputs[0].data), workspace,
-                             static_cast<cudaStream_t>(args->stream), &what);
-    host->free(host->host_context, args->device, workspace, args->stream);
-    if (err != cudaSuccess) {
-      report(host, op + ": " + what + " failed: " + cudaGetErrorString(err));
-      return GK_INTERNAL;
-    }
-    return GK_OK;
-  } catch (const std::exception& e) {
-    if (workspace) host->free(host->host_context, args->device, workspace, args->stream);
-    report(host, op + ": " + e.what());
-    return GK_INTERNAL;
+    const cudaError_t err = ka::launch_log_mel(
+        p, static_cast<const float*>(args.inputs[0].data), filters.data(),
+        static_cast<float*>(args.outputs[0].data), workspace.data(),
+        static_cast<cudaStream_t>(args.stream), &what);
+    check_cuda(err, what);
   }
-}
-
-const gk_plugin_api kApi = {
-    sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "asr_cuda", "0.1.0",
-    init,                  shutdown,              supports,   launch,
 };
 
 }  // namespace
 }  // namespace gk::plugins::asr_cuda
 
-extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
-                                                      const gk_plugin_api** api) {
-  using gk::plugins::asr_cuda::kApi;
-  if (api == nullptr) return GK_INVALID_ARGUMENT;
-  const gk_status status = gk_plugin_check_host(host, "asr_cuda");
-  if (status == GK_OK) *api = &kApi;
-  return status;
-}
+GK_PLUGIN_DEFINE(gk::plugins::asr_cuda::AsrCuda)

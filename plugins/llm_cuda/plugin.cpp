@@ -1,122 +1,45 @@
-// llm_cuda: the llm ops (embedding, rope, attention, sample) on CUDA SM 80+.
-// Exports gk_plugin_entry only. Every entry point catches C++ exceptions; CUDA runs on the
-// device's primary context through the statically linked runtime.
+// llm_cuda: the llm ops (embedding, rope, attention, sample) on CUDA SM 80+, a plugin SDK
+// class (gpukit_plugin.hpp). CUDA runs on the device's primary context through the
+// statically linked runtime.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
-#include <cstring>
-#include <exception>
 #include <string>
 
 #include "cuda_device_guard.h"
 #include "glue.h"
+#include "gpukit/gpukit_plugin.hpp"
 
 namespace gk::plugins::llm_cuda {
 namespace {
 
-struct State {
+struct LlmCuda {
+  static constexpr const char* kName = "llm_cuda";
+  static constexpr const char* kVersion = "0.1.0";
   const gk_host_services* host;
-};
 
-void write_reason(const std::string& why, char* reason, size_t capacity) {
-  if (reason == nullptr || capacity == 0) return;
-  std::snprintf(reason, capacity, "%s", why.c_str());
-}
+  explicit LlmCuda(const gk_host_services* h) : host(h) {}
 
-void report(const gk_host_services* host, const std::string& msg) {
-  if (host && host->report_error) host->report_error(host->host_context, msg.c_str());
-}
-
-gk_status init(const gk_host_services* host, void** state) {
-  try {
-    *state = new State{host};
-    return GK_OK;
-  } catch (const std::exception& e) {
-    report(host, std::string("llm_cuda init: ") + e.what());
-    return GK_INTERNAL;
-  } catch (...) {
-    report(host, "llm_cuda init: unknown exception");
-    return GK_INTERNAL;
+  bool supports(const gk_kernel_args& args, std::string* why) const {
+    if (!llm_serves(args.op)) {
+      *why = std::string(args.op) + ": op is not served by llm_cuda";
+      return false;
+    }
+    return llm_supports(&args, why);
   }
-}
 
-void shutdown(void* state) {
-  delete static_cast<State*>(state);
-}
-
-gk_status supports(void* /*state*/, const gk_kernel_args* args, char* reason,
-                   size_t reason_capacity) {
-  try {
-    if (args == nullptr || args->op == nullptr || !llm_serves(args->op)) {
-      write_reason(
-          std::string(args && args->op ? args->op : "(null)") + ": op is not served by llm_cuda",
-          reason, reason_capacity);
-      return GK_UNIMPLEMENTED;
-    }
-    std::string why;
-    if (!llm_supports(args, &why)) {
-      write_reason(why, reason, reason_capacity);
-      return GK_UNIMPLEMENTED;
-    }
-    return GK_OK;
-  } catch (const std::exception& e) {
-    write_reason(std::string("llm_cuda supports: ") + e.what(), reason, reason_capacity);
-    return GK_UNIMPLEMENTED;
-  } catch (...) {
-    write_reason("llm_cuda supports: unknown exception", reason, reason_capacity);
-    return GK_UNIMPLEMENTED;
-  }
-}
-
-gk_status launch(void* state, const gk_kernel_args* args) {
-  const gk_host_services* host = static_cast<State*>(state)->host;
-  try {
-    if (args->op == nullptr || !llm_serves(args->op)) {
-      report(host, std::string(args->op ? args->op : "(null)") + ": not served by llm_cuda");
-      return GK_UNIMPLEMENTED;
-    }
-    gk_plugin_device dev;
-    std::memset(&dev, 0, sizeof(dev));
-    dev.struct_size = sizeof(dev);
-    gk_status st = host->device_info(host->host_context, args->device, &dev);
-    if (st != GK_OK) {
-      report(host, std::string(args->op) + ": device_info for device " +
-                       std::to_string(args->device) + " failed");
-      return st;
-    }
-    LaunchContext ctx(host, args);
+  void launch(const gk_kernel_args& args) const {
+    if (!llm_serves(args.op)) gk::plugin::fail(GK_UNIMPLEMENTED, "not served by llm_cuda");
+    const gk_plugin_device dev = gk::plugin::call_device(host, args);
+    LaunchContext ctx(host, &args);
     DeviceGuard guard;
-    st = ctx.check(guard.enter(dev.ordinal), "cudaSetDevice");
-    if (st != GK_OK) return st;
-    return llm_launch(args, ctx);
-  } catch (const std::exception& e) {
-    report(host, std::string(args->op ? args->op : "(null)") + ": " + e.what());
-    return GK_INTERNAL;
-  } catch (...) {
-    report(host, std::string(args->op ? args->op : "(null)") + ": unknown exception");
-    return GK_INTERNAL;
+    check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
+    // llm_launch reports its own errors through ctx.
+    const gk_status st = llm_launch(&args, ctx);
+    if (st != GK_OK) gk::plugin::fail(st, "");
   }
-}
-
-const gk_plugin_api kApi = {
-    sizeof(gk_plugin_api),
-    GK_PLUGIN_ABI_VERSION,
-    "llm_cuda",
-    "0.1.0",
-    init,
-    shutdown,
-    supports,
-    launch,
 };
 
 }  // namespace
 }  // namespace gk::plugins::llm_cuda
 
-extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
-                                                      const gk_plugin_api** api) {
-  using gk::plugins::llm_cuda::kApi;
-  if (api == nullptr) return GK_INVALID_ARGUMENT;
-  const gk_status status = gk_plugin_check_host(host, "llm_cuda");
-  if (status == GK_OK) *api = &kApi;
-  return status;
-}
+GK_PLUGIN_DEFINE(gk::plugins::llm_cuda::LlmCuda)

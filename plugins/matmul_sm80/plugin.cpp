@@ -1,12 +1,11 @@
 // matmul_sm80 plugin: bf16/f16, and f32 with precision "tf32", through sm80_gemm_mma
-// (mma.sync tensor cores); full f32 and f64 through simt_gemm; on any SM from 80 up. The only
-// exported symbol is gk_plugin_entry; every entry point catches.
+// (mma.sync tensor cores); full f32 and f64 through simt_gemm; on any SM from 80 up.
 #include <cuda_runtime.h>
 
-#include <exception>
 #include <string>
 
-#include "gpukit/gpukit_plugin.h"
+#include "cuda_device_guard.h"
+#include "gpukit/gpukit_plugin.hpp"
 #include "matmul_host_glue.h"
 #include "simt_gemm.cuh"
 #include "sm80_gemm_mma.cuh"
@@ -15,90 +14,39 @@ namespace {
 
 using gk::matmul::MatmulProblem;
 
-struct State {
-  const gk_host_services* host;
-};
-
 // Tensor cores for 16-bit inputs, and for f32 only where the caller accepted tf32 rounding.
 bool uses_mma(const MatmulProblem& p) {
   return p.in_dtype == GK_DTYPE_BF16 || p.in_dtype == GK_DTYPE_F16 ||
          (p.in_dtype == GK_DTYPE_F32 && p.allow_tf32);
 }
 
-bool can_implement(const MatmulProblem& p, std::string* why) {
-  return uses_mma(p) ? gk::matmul::sm80_gemm_can_implement(p, why)
-                     : gk::matmul::simt_gemm_can_implement(p, why);
-}
+struct MatmulSm80 {
+  static constexpr const char* kName = "matmul_sm80";
+  static constexpr const char* kVersion = "0.1.0";
+  const gk_host_services* host;
 
-gk_status plugin_init(const gk_host_services* host, void** state) {
-  try {
-    *state = new State{host};
-    return GK_OK;
-  } catch (...) {
-    gk::matmul::report(host, "matmul_sm80 init: out of memory");
-    return GK_INTERNAL;
-  }
-}
+  explicit MatmulSm80(const gk_host_services* h) : host(h) {}
 
-void plugin_shutdown(void* state) { delete static_cast<State*>(state); }
-
-gk_status plugin_supports(void* state, const gk_kernel_args* args, char* reason,
-                          size_t capacity) {
-  try {
-    const State* s = static_cast<const State*>(state);
+  bool supports(const gk_kernel_args& args, std::string* why) const {
     gk_plugin_device dev;
     MatmulProblem p;
-    std::string why;
-    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) ||
-        !can_implement(p, &why)) {
-      gk::matmul::write_reason(reason, capacity, why);
-      return GK_UNIMPLEMENTED;
-    }
-    return GK_OK;
-  } catch (const std::exception& e) {
-    gk::matmul::write_reason(reason, capacity, std::string("matmul_sm80: ") + e.what());
-    return GK_UNIMPLEMENTED;
-  } catch (...) {
-    return GK_UNIMPLEMENTED;
+    if (!gk::matmul::describe_call(host, &args, 80, 999, &dev, &p, why)) return false;
+    return uses_mma(p) ? gk::matmul::sm80_gemm_can_implement(p, why)
+                       : gk::matmul::simt_gemm_can_implement(p, why);
   }
-}
 
-gk_status plugin_launch(void* state, const gk_kernel_args* args) {
-  const State* s = static_cast<const State*>(state);
-  try {
+  void launch(const gk_kernel_args& args) const {
     gk_plugin_device dev;
-    MatmulProblem p;
-    std::string why;
-    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why)) {
-      gk::matmul::report(s->host, "matmul: " + why);
-      return GK_INVALID_ARGUMENT;
-    }
-    const cudaStream_t stream = static_cast<cudaStream_t>(args->stream);
-    cudaError_t err = cudaSetDevice(dev.ordinal);
-    if (err == cudaSuccess)
-      err =
-          uses_mma(p) ? gk::matmul::sm80_gemm_run(p, stream) : gk::matmul::simt_gemm_run(p, stream);
-    if (err != cudaSuccess) {
-      gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(err));
-      return GK_INTERNAL;
-    }
-    return GK_OK;
-  } catch (const std::exception& e) {
-    gk::matmul::report(s->host, std::string("matmul: ") + e.what());
-    return GK_INTERNAL;
-  } catch (...) {
-    return GK_INTERNAL;
+    const MatmulProblem p = gk::matmul::problem_or_fail(host, args, 80, 999, &dev);
+    const cudaStream_t stream = static_cast<cudaStream_t>(args.stream);
+    gk::plugins::DeviceGuard guard;
+    gk::plugins::check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
+    gk::plugins::check_cuda(uses_mma(p) ? gk::matmul::sm80_gemm_run(p, stream)
+                                        : gk::matmul::simt_gemm_run(p, stream),
+                            uses_mma(p) ? "sm80_gemm" : "simt_gemm");
   }
-}
-
-const gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION, "matmul_sm80", "0.1.0",
-                            plugin_init, plugin_shutdown, plugin_supports, plugin_launch};
+};
 
 }  // namespace
 
-extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,
-                                                      const gk_plugin_api** api) {
-  const gk_status status = gk_plugin_check_host(host, "matmul_sm80");
-  if (status == GK_OK) *api = &kApi;
-  return status;
-}
+GK_PLUGIN_DEFINE(MatmulSm80)

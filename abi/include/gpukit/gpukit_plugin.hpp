@@ -1,0 +1,181 @@
+/*
+ * gpukit_plugin.hpp — the plugin SDK for C++ plugins: header-only, over gpukit_plugin.h.
+ *
+ * A kernel plugin is a class; this header turns it into the C function table the runtime loads,
+ * with every entry point guarded (an exception becomes a status and a message, never a
+ * crash across the C boundary) and the host checked before anything else runs:
+ *
+ *   struct MyPlugin {
+ *     static constexpr const char* kName = "my_plugin";   // as in the manifest
+ *     static constexpr const char* kVersion = "1.0.0";
+ *     explicit MyPlugin(const gk_host_services* host);    // init; throw to refuse loading
+ *     // true to accept the call; false declines it, with *why naming what is not served
+ *     bool supports(const gk_kernel_args& args, std::string* why);
+ *     // runs the call; throw gk::plugin::Failure (or any exception) on error
+ *     void launch(const gk_kernel_args& args);
+ *   };
+ *   GK_PLUGIN_DEFINE(MyPlugin)   // exports gk_plugin_entry, the only symbol a plugin needs
+ *
+ * What each entry point returns when it throws:
+ *   init      the Failure's status (GK_INTERNAL for other exceptions), its message reported
+ *   supports  GK_UNIMPLEMENTED (the call is declined), the message as the reason
+ *   launch    the Failure's status (GK_INTERNAL for other exceptions), the message reported
+ *             prefixed with the op's name (unless it starts with it); a Failure with an empty message reports nothing
+ *             (the plugin has reported the error itself)
+ * A failing host check (ABI version, services missing) refuses the entry itself.
+ */
+#ifndef GPUKIT_PLUGIN_HPP_
+#define GPUKIT_PLUGIN_HPP_
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "gpukit/gpukit_plugin.h"
+
+namespace gk {
+namespace plugin {
+
+/* What a plugin throws to fail with a given status. */
+struct Failure : std::exception {
+  gk_status status;
+  std::string message;
+  Failure(gk_status s, std::string m) : status(s), message(std::move(m)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+};
+
+[[noreturn]] inline void fail(gk_status status, std::string message) {
+  throw Failure(status, std::move(message));
+}
+
+/* Sends `message` to the host, which keeps it as the error of the failing call. */
+inline void report(const gk_host_services* host, const std::string& message) {
+  if (host && host->report_error) host->report_error(host->host_context, message.c_str());
+}
+
+/* The device a call runs on, from the host. Throws GK_INVALID_ARGUMENT when the host knows
+ * no such device, or when it is not a CUDA device with an SM in [sm_min, sm_max] (pass
+ * sm_min = 0 to accept any device kind). */
+inline gk_plugin_device call_device(const gk_host_services* host, const gk_kernel_args& args,
+                                    int32_t sm_min = 0, int32_t sm_max = 0) {
+  gk_plugin_device dev;
+  std::memset(&dev, 0, sizeof(dev));
+  dev.struct_size = sizeof(dev);
+  if (host->device_info(host->host_context, args.device, &dev) != GK_OK) {
+    fail(GK_INVALID_ARGUMENT, "no device info for device " + std::to_string(args.device));
+  }
+  if (sm_min > 0) {
+    if (dev.kind != GK_DEVICE_KIND_CUDA) fail(GK_INVALID_ARGUMENT, "not a CUDA device");
+    if (dev.sm_version < sm_min || dev.sm_version > sm_max) {
+      fail(GK_INVALID_ARGUMENT, "SM " + std::to_string(dev.sm_version) + " is outside " +
+                                    std::to_string(sm_min) + ".." + std::to_string(sm_max));
+    }
+  }
+  return dev;
+}
+
+/* The function table of plugin class P; GK_PLUGIN_DEFINE exports it. */
+template <class P>
+class Plugin {
+ public:
+  struct State {
+    const gk_host_services* host;
+    P impl;
+  };
+
+  static gk_status entry(const gk_host_services* host, const gk_plugin_api** api) {
+    if (api == nullptr) return GK_INVALID_ARGUMENT;
+    const gk_status status = gk_plugin_check_host(host, P::kName);
+    if (status == GK_OK) *api = &kApi;
+    return status;
+  }
+
+ private:
+  static gk_status init(const gk_host_services* host, void** state) {
+    try {
+      *state = new State{host, P(host)};
+      return GK_OK;
+    } catch (const Failure& e) {
+      report(host, std::string(P::kName) + ": " + e.message);
+      return e.status;
+    } catch (const std::bad_alloc&) {
+      report(host, std::string(P::kName) + ": out of host memory");
+      return GK_RESOURCE_EXHAUSTED;
+    } catch (const std::exception& e) {
+      report(host, std::string(P::kName) + ": " + e.what());
+      return GK_INTERNAL;
+    } catch (...) {
+      report(host, std::string(P::kName) + ": unknown exception");
+      return GK_INTERNAL;
+    }
+  }
+
+  static void shutdown(void* state) { delete static_cast<State*>(state); }
+
+  /* `message` prefixed with the op's name, unless it names the op first already. */
+  static std::string about(const std::string& op, const std::string& message) {
+    return message.compare(0, op.size() + 1, op + ":") == 0 ? message : op + ": " + message;
+  }
+
+  static gk_status supports(void* state, const gk_kernel_args* args, char* reason,
+                            size_t capacity) {
+    std::string why;
+    try {
+      if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
+        why = "malformed gk_kernel_args";
+      } else if (static_cast<State*>(state)->impl.supports(*args, &why)) {
+        return GK_OK;
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+      why = "unknown exception";
+    }
+    if (reason != nullptr && capacity > 0) std::snprintf(reason, capacity, "%s", why.c_str());
+    return GK_UNIMPLEMENTED;
+  }
+
+  static gk_status launch(void* state, const gk_kernel_args* args) {
+    State* s = static_cast<State*>(state);
+    const std::string op = args && args->op ? args->op : "(null op)";
+    try {
+      if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
+        fail(GK_INVALID_ARGUMENT, "malformed gk_kernel_args");
+      }
+      s->impl.launch(*args);
+      return GK_OK;
+    } catch (const Failure& e) {
+      if (!e.message.empty()) report(s->host, about(op, e.message));
+      return e.status;
+    } catch (const std::bad_alloc&) {
+      report(s->host, op + ": out of host memory");
+      return GK_RESOURCE_EXHAUSTED;
+    } catch (const std::exception& e) {
+      report(s->host, about(op, e.what()));
+      return GK_INTERNAL;
+    } catch (...) {
+      report(s->host, op + ": unknown exception");
+      return GK_INTERNAL;
+    }
+  }
+
+  /* A kernel plugin: no model API (gk_model_api). */
+  static constexpr gk_plugin_api kApi = {sizeof(gk_plugin_api), GK_PLUGIN_ABI_VERSION,
+                                         P::kName, P::kVersion, init, shutdown, supports,
+                                         launch, nullptr};
+};
+
+}  // namespace plugin
+}  // namespace gk
+
+/* Exports gk_plugin_entry for plugin class P (at namespace scope, once per plugin). */
+#define GK_PLUGIN_DEFINE(P)                                                              \
+  extern "C" GK_PLUGIN_EXPORT gk_status gk_plugin_entry(const gk_host_services* host,   \
+                                                        const gk_plugin_api** api) {    \
+    return ::gk::plugin::Plugin<P>::entry(host, api);                                    \
+  }
+
+#endif /* GPUKIT_PLUGIN_HPP_ */
