@@ -160,6 +160,8 @@ if [[ $STAGE == sanitize || $STAGE == all ]]; then
         $plugins/libgpukit_matmul_sm90.so
       sanitize memcheck memcheck_matmul_sm80.log $BUILD/bin/matmul_check --no-bench \
         $plugins/libgpukit_matmul_sm80.so
+      sanitize memcheck memcheck_matmul_gemv.log $BUILD/bin/matmul_check --no-bench \
+        $plugins/libgpukit_matmul_gemv.so
     fi
     if [ -x $BUILD/bin/gpu_transfer_tests ]; then
       sanitize memcheck memcheck_transfer.log $BUILD/bin/gpu_transfer_tests
