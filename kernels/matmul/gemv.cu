@@ -12,7 +12,7 @@
 namespace gk::matmul {
 namespace {
 
-constexpr int kWarps = 8;        // warps per block; one output column each
+constexpr int kWarps = 8;        // warps per block; each computes whole output columns
 constexpr int kChunk = 8;        // elements per 16-byte load
 constexpr int kInFlight = 8;     // 16-byte weight loads each lane issues before using them
 constexpr int kBlocksPerSm = 4;  // resident at 64 registers a thread
@@ -97,9 +97,8 @@ __device__ __forceinline__ void gemv_column(const GemvParams& p, int64_t col, in
   }
 }
 
-// kWarps warps a block; each warp walks columns with the grid's stride, so that a few resident
-// blocks per SM cover any N (blocks of one column per warp live about a microsecond and spend
-// much of it being scheduled).
+// kWarps warps a block; each warp walks columns with the grid's stride, so that the grid is
+// at most kBlocksPerSm resident blocks per SM for any N.
 template <typename T, typename OutT, int MR>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
   const int lane = threadIdx.x & 31;
