@@ -7,7 +7,8 @@
 //     B = likewise
 //     C = out in place when it is f32/f64 of the compute type and BLAS-shaped, else
 //         scratch (loaded from out first when beta != 0)
-//     cblas_sgemm / cblas_dgemm(C = alpha·A·B + beta·C)
+//     cblas_sgemm / cblas_dgemm(C = alpha·A·B + beta·C); cblas_sgemv / cblas_dgemv for one
+//     row (a decode step), which reads B in place where gemm would pack all of it first
 //     epilogue: C += bias, C = activation(C); scratch C is converted into out
 //
 // f16/bf16 inputs are converted to f32 (exactly) and multiplied with f32 accumulation;
@@ -15,6 +16,7 @@
 // `precision` attribute is accepted and changes nothing.
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -171,7 +173,24 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
               static_cast<blasint>(ldc));
 }
 
-// One BLAS-ready operand: in place, or packed row-major into `scratch`.
+// y = alpha·op(A)·x + beta·y for a product of one row (m = 1): the weights are read where they
+// are, where gemm would first pack all of them (for a decode step, every weight, every token).
+inline void gemv(bool trans, int64_t rows, int64_t cols, double alpha, const float* a, int64_t lda,
+                 const float* x, int64_t incx, double beta, float* y) {
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(cols), static_cast<float>(alpha), a, static_cast<blasint>(lda),
+              x, static_cast<blasint>(incx), static_cast<float>(beta), y, 1);
+}
+
+inline void gemv(bool trans, int64_t rows, int64_t cols, double alpha, const double* a,
+                 int64_t lda, const double* x, int64_t incx, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(cols), alpha, a, static_cast<blasint>(lda), x,
+              static_cast<blasint>(incx), beta, y, 1);
+}
+
+// One BLAS-ready operand: in place, or packed row-major into `scratch` (sized here, so that
+// an operand BLAS reads in place costs no allocation).
 template <class T, class C>
 const C* prepare_operand(const char* data, int64_t rows, int64_t cols, int64_t row, int64_t col,
                          std::vector<C>& scratch, bool& trans, int64_t& ld) {
@@ -180,6 +199,7 @@ const C* prepare_operand(const char* data, int64_t rows, int64_t cols, int64_t r
   }
   trans = false;
   ld = cols > 1 ? cols : 1;
+  scratch.resize(static_cast<size_t>(rows * cols));
   C* packed = scratch.data();
   for (int64_t i = 0; i < rows; ++i) {
     const char* src = data + i * row * static_cast<int64_t>(sizeof(T));
@@ -200,9 +220,7 @@ class Matmul {
     const gk_plugin_tensor& out = args.outputs[0];
     out_row_ = out.strides[out.ndim - 2];
     out_col_ = out.strides[out.ndim - 1];
-    const int64_t mk = shape.m * shape.k, kn = shape.k * shape.n, mn = shape.m * shape.n;
-    a_scratch_.resize(static_cast<size_t>(mk));
-    b_scratch_.resize(static_cast<size_t>(kn));
+    const int64_t mn = shape.m * shape.n;
     bool out_trans = false;
     out_in_place_ = std::is_same_v<TO, C> &&
                     blas_layout(shape.m, shape.n, out_row_, out_col_, out_trans, ldc_) &&
@@ -262,7 +280,16 @@ class Matmul {
       int64_t lda = 0, ldb = 0;
       const C* pa = prepare_operand<T, C>(a, m, k, shape_.a_row, shape_.a_col, a_scratch_, ta, lda);
       const C* pb = prepare_operand<T, C>(b, k, n, shape_.b_row, shape_.b_col, b_scratch_, tb, ldb);
-      gemm(ta, tb, m, n, k, attrs_.alpha, pa, lda, pb, ldb, attrs_.beta, c, ldc_);
+      if (m == 1) {
+        // c[0, :] = alpha · op(b)ᵀ · a[0, :] + beta · c: op(b) is [k, n] row-major (or [n, k]
+        // when tb), a's row has stride 1 (or lda when ta: a is stored as [k, 1]). With beta 0
+        // c is zeroed first: gemv scales y by beta, and 0 · NaN of a poisoned output is NaN
+        // in some BLAS builds.
+        if (attrs_.beta == 0.0) std::fill(c, c + n, C(0));
+        gemv(!tb, tb ? n : k, tb ? k : n, attrs_.alpha, pb, ldb, pa, ta ? lda : 1, attrs_.beta, c);
+      } else {
+        gemm(ta, tb, m, n, k, attrs_.alpha, pa, lda, pb, ldb, attrs_.beta, c, ldc_);
+      }
     }
     epilogue(c);
     if (!out_in_place_) {

@@ -1143,6 +1143,29 @@ TEST_F(CpuPlugin, matmul_2d_odd_and_tiny_shapes_match_reference_for_every_dtype)
   }
 }
 
+// One row of `a` (a decode step) takes BLAS's gemv, reading b in place: every transpose,
+// alpha, beta into the old output, bias and activation, a batch, and f32 out of 16-bit inputs.
+TEST_F(CpuPlugin, matmul_one_row_products_match_reference) {
+  for (int32_t dtype : kFloating) {
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{300, 257}, {1, 5}, {64, 1}}) {
+      for (int t = 0; t < 4; ++t) {
+        MatmulSpec s;
+        s.transpose_a = t & 1;
+        s.transpose_b = t & 2;
+        s.alpha = t == 3 ? -0.5 : 1.25;
+        s.beta = t >= 2 ? 0.75 : 0.0;
+        s.bias = t != 1;
+        s.activation = t == 2 ? "silu" : "none";
+        run_matmul_case(*plugin_, rng_, dtype, 0, {}, {}, 1, n, k, s);
+        run_matmul_case(*plugin_, rng_, dtype, 0, {3}, {}, 1, n, k, s);
+        if (dtype == kF16 || dtype == kBF16) {
+          run_matmul_case(*plugin_, rng_, dtype, kF32, {}, {}, 1, n, k, s);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CpuPlugin, matmul_bf16_batched_transposed_matches_reference) {
   MatmulSpec s;
   s.transpose_a = true;
