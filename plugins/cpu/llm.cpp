@@ -3,6 +3,8 @@
 // Plain loops over strided tensors, arithmetic in f64 for every dtype. Attributes are read
 // with kernels/llm/llm_params.h, as the core's rules and the CUDA plugin read them; values
 // held in tensors (ids, kv_lengths) are checked here, since no rule can see them.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -240,13 +242,14 @@ void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
   const gk_plugin_tensor& out = args.outputs[0];
   const int64_t B = q.shape[0], Tq = q.shape[1], Hq = q.shape[2], Dh = q.shape[3];
   const int64_t Hkv = k.shape[2], group = Hq / Hkv;
-  std::vector<double> keys, values, query(static_cast<size_t>(Dh)), scores,
-      acc(static_cast<size_t>(Dh));
+  // Queries in blocks of kRows, so that the f64 scores of a block stay small for any Tq.
+  constexpr int64_t kRows = 256;
+  std::vector<double> keys, values, queries, scores, acc;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t L = lengths[size_t(b)];
     for (int64_t hk = 0; hk < Hkv; ++hk) {
       // This kv head's keys and values, read once as f64 rows for every query that reads
-      // them (not once per query: an encoder's 1500 queries each read all 1500 keys).
+      // them (an encoder's 1500 queries each read all 1500 keys).
       keys.resize(static_cast<size_t>(L * Dh));
       values.resize(static_cast<size_t>(L * Dh));
       for (int64_t j = 0; j < L; ++j) {
@@ -256,30 +259,48 @@ void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
         }
       }
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        for (int64_t i = 0; i < Tq; ++i) {
-          // Query i of the Tq newest tokens sits at cache position L - Tq + i.
-          const int64_t last = p.causal ? std::min(L - 1, L - Tq + i) : L - 1;
-          for (int64_t d = 0; d < Dh; ++d) query[size_t(d)] = double(load<T>(at(q, {b, i, h, d})));
-          std::fill(acc.begin(), acc.end(), 0.0);
-          scores.assign(static_cast<size_t>(std::max<int64_t>(last + 1, 0)), 0.0);
-          double max = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j <= last; ++j) {
-            const double* key = keys.data() + j * Dh;
-            double dot = 0.0;
-            for (int64_t d = 0; d < Dh; ++d) dot += query[size_t(d)] * key[d];
-            scores[size_t(j)] = dot * p.scale;
-            max = std::max(max, scores[size_t(j)]);
+        for (int64_t i0 = 0; i0 < Tq; i0 += kRows) {
+          const int64_t rows = std::min(kRows, Tq - i0);
+          queries.resize(static_cast<size_t>(rows * Dh));
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t d = 0; d < Dh; ++d) {
+              queries[size_t(i * Dh + d)] = double(load<T>(at(q, {b, i0 + i, h, d})));
+            }
           }
-          double sum = 0.0;
-          for (int64_t j = 0; j <= last; ++j) {
-            const double w = std::exp(scores[size_t(j)] - max);
-            sum += w;
-            const double* value = values.data() + j * Dh;
-            for (int64_t d = 0; d < Dh; ++d) acc[size_t(d)] += w * value[d];
+          // scores = scale · Q · Kᵀ (f64 BLAS), then each row's softmax over its keys.
+          scores.assign(static_cast<size_t>(rows * std::max<int64_t>(L, 1)), 0.0);
+          if (L > 0) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(L),
+                        blasint(Dh), p.scale, queries.data(), blasint(Dh), keys.data(),
+                        blasint(Dh), 0.0, scores.data(), blasint(L));
+          }
+          std::vector<double> sums(static_cast<size_t>(rows), 0.0);
+          for (int64_t i = 0; i < rows; ++i) {
+            // Query i0 + i of the Tq newest tokens sits at cache position L - Tq + i0 + i.
+            const int64_t last = p.causal ? std::min(L - 1, L - Tq + i0 + i) : L - 1;
+            double* row = scores.data() + i * L;
+            double max = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
+            double sum = 0.0;
+            for (int64_t j = 0; j < L; ++j) {
+              row[j] = j <= last ? std::exp(row[j] - max) : 0.0;
+              sum += row[j];
+            }
+            sums[size_t(i)] = sum;
+          }
+          // out = weights · V, each row divided by its weights' sum.
+          acc.assign(static_cast<size_t>(rows * Dh), 0.0);
+          if (L > 0) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(rows), blasint(Dh),
+                        blasint(L), 1.0, scores.data(), blasint(L), values.data(), blasint(Dh),
+                        0.0, acc.data(), blasint(Dh));
           }
           // A query with no key to attend to (an empty cache, or causal with L < Tq) gives 0.
-          for (int64_t d = 0; d < Dh; ++d) {
-            store<T>(at(out, {b, i, h, d}), sum > 0.0 ? acc[size_t(d)] / sum : 0.0);
+          for (int64_t i = 0; i < rows; ++i) {
+            const double sum = sums[size_t(i)];
+            for (int64_t d = 0; d < Dh; ++d) {
+              store<T>(at(out, {b, i0 + i, h, d}), sum > 0.0 ? acc[size_t(i * Dh + d)] / sum : 0.0);
+            }
           }
         }
       }
