@@ -2,7 +2,8 @@
 
   python perf/jit/bench_jit.py [--iters 2000] [--json out.json]
 
-Three measurements, each the median of repeated runs after warm-up:
+Three measurements, each the median of repeated runs after warm-up (the launch variants in
+alternating rounds):
   1. launch overhead of a cached kernel: host time per call of
      gpukit.RawKernel(...)(grid, block, args) and cupy.RawKernel(...)(grid, block, args)
      with the same tiny kernel and the same CuPy arrays (GPUkit takes them zero copy), and the
@@ -89,19 +90,23 @@ def median_us(samples):
     return statistics.median(samples) * 1e6
 
 
-def host_launch_us(launch, iters, sync):
-    for _ in range(200):
-        launch()
-    sync()
-    samples = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+def host_launch_us(launches, iters, sync, rounds=15):
+    """Median host microseconds per call of each of `launches` (name -> callable), measured
+    in alternating rounds so that drift of the host (clock, other load) reaches all alike."""
+    for launch in launches.values():
+        for _ in range(200):
             launch()
-        t1 = time.perf_counter()
-        sync()
-        samples.append((t1 - t0) / iters)
-    return median_us(samples)
+    sync()
+    samples = {name: [] for name in launches}
+    for _ in range(rounds):
+        for name, launch in launches.items():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                launch()
+            t1 = time.perf_counter()
+            sync()
+            samples[name].append((t1 - t0) / iters)
+    return {name: median_us(s) for name, s in samples.items()}
 
 
 def event_us(cp, launch, iters):
@@ -163,9 +168,9 @@ def main():
     sync = cp.cuda.runtime.deviceSynchronize
     gx, gy = gpukit.from_dlpack(x), gpukit.from_dlpack(y)
     gk_native = lambda: gk_kernel((4,), (256,), (gx, gy, a, nn))  # noqa: E731
-    results["launch_host_us"] = {"gpukit_cupy_arrays": host_launch_us(gk_launch, args.iters, sync),
-                                 "gpukit_gpuarrays": host_launch_us(gk_native, args.iters, sync),
-                                 "cupy": host_launch_us(cp_launch, args.iters, sync)}
+    results["launch_host_us"] = host_launch_us({"gpukit_cupy_arrays": gk_launch,
+                                                "gpukit_gpuarrays": gk_native,
+                                                "cupy": cp_launch}, args.iters, sync)
     results["launch_device_us"] = {"gpukit": event_us(cp, gk_launch, args.iters),
                                    "cupy": event_us(cp, cp_launch, args.iters)}
     # Same results from both.

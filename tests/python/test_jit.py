@@ -296,6 +296,40 @@ def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch)
         f(1, 1, x)
 
 
+def _meaningful(kind, bits):
+    """(kind, the value's bits the kernel reads): 4 bytes for the 32-bit kinds."""
+    return kind, bits & 0xFFFFFFFF if kind in (jit._ARG_I32, jit._ARG_U32, jit._ARG_F32) else bits
+
+
+def test_the_generated_packer_writes_what_the_general_path_writes(monkeypatch):
+    recording = _RecordingLib(jit.lib)
+    monkeypatch.setattr(jit, "lib", recording)
+    dev = gpukit.runtime().device("cpu")
+    x, y = gpukit.zeros(4, device=dev), gpukit.ones(3, device=dev)
+    f = jit.Function(_Module(dev), "k", jit.ffi.NULL)
+    cases = [(x, y, np.float32(1.5), np.int32(-7)),
+             (x, np.int64(-(2 ** 40)), np.uint64(2 ** 63 + 5), np.float64(-2.25), np.uint32(9)),
+             (y, 3, -2.5, True, False),
+             (),
+             (x, np.float32(2.5), np.int32(7))]  # after others: the packer follows the types
+    for args in cases:
+        f(1, 1, args)  # the first launch with these types packs argument by argument
+        f(1, 1, args)  # the second generates the packer (unless another launch did)
+        first, second = ([_meaningful(*a) for a in launch[3]] for launch in recording.launches[-2:])
+        general, n, keep = jit._pack(args)
+        assert [_meaningful(general[i].kind, general[i].value.u64) for i in range(n)] == \
+            first == second, args
+    assert f._packer is jit._packer_for((gpukit.GPUArray, np.float32, np.int32))
+    # A value the packed layout cannot hold goes to the general path, which names it.
+    with pytest.raises(OverflowError, match="argument 1: .* does not fit a 32-bit int"):
+        f(1, 1, (x, 2 ** 40, np.int32(1)))
+    # Types without a fixed layout (bytes, None) take the general path every time.
+    f(1, 1, (x, b"abcd", None))
+    assert [k for k, _ in recording.launches[-1][3]] == [jit._ARG_TENSOR, jit._ARG_BYTES,
+                                                         jit._ARG_POINTER]
+    assert jit._packer_for((gpukit.GPUArray, bytes, type(None))) is None
+
+
 def test_register_op_refuses_what_is_no_kernel():
     with pytest.raises(TypeError, match="kernel must be a gpukit.RawKernel"):
         gpukit.register_op("add", "not a kernel", dtypes=("f32",))

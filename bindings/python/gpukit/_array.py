@@ -515,7 +515,7 @@ class GPUArray:
 
     __array_priority__ = 100  # NumPy defers mixed operators to us
     __slots__ = ("_rt", "_t", "_device", "_stream", "_meta", "_gk_dtype", "_shape", "_strides",
-                 "_flags", "__weakref__")
+                 "_flags", "_taddr", "__weakref__")
 
     def __init__(self):
         raise TypeError("use gpukit.asarray / empty / zeros / from_dlpack to make arrays")
@@ -569,6 +569,11 @@ class GPUArray:
         if attr in _META_SLOTS:
             self._load_meta()
             return object.__getattribute__(self, attr)
+        if attr == "_taddr":
+            # The gk_tensor's address as an int, for packing kernel arguments (gpukit.jit):
+            # converting the cdata costs more than the rest of a launch's packing.
+            self._taddr = int(ffi.cast("uintptr_t", self._t))
+            return self._taddr
         raise AttributeError(f"'GPUArray' object has no attribute {attr!r}")
 
     @classmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import struct
 import threading
 
 import numpy as np
@@ -47,6 +48,11 @@ _T_KERNEL_PP = _parameter_type("gk_jit_get_kernel", 2)        # gk_jit_kernel**
 _T_LAUNCH_P = _parameter_type("gk_jit_launch", 1)             # gk_jit_launch_args*
 _T_OP_OPTIONS_P = _parameter_type("gk_jit_op_register", 3)    # gk_jit_op_options*
 _T_OP_PP = _parameter_type("gk_jit_op_register", 4)           # gk_jit_op**
+
+# cffi looks a library function up on its first use (tens of microseconds each): the
+# release functions are looked up here, at import, rather than in a kernel's first use.
+_MODULE_RELEASE = lib.gk_jit_module_release
+_KERNEL_RELEASE = lib.gk_jit_kernel_release
 
 _ORIGINS = {1: "compiled", 2: "disk_cache", 3: "memory"}
 
@@ -134,7 +140,7 @@ class RawModule:
         o.flags = 0 if disk_cache else 1
         out = ffi.new(_T_MODULE_PP)
         check(lib.gk_jit_compile(rt.ptr, self.device.id, code.encode(), o, out))
-        self._ptr = ffi.gc(out[0], lib.gk_jit_module_release)
+        self._ptr = ffi.gc(out[0], _MODULE_RELEASE)
         self._functions = {}
         self._lock = threading.Lock()
 
@@ -193,7 +199,7 @@ class RawModule:
             if fn is None:
                 out = ffi.new(_T_KERNEL_PP)
                 check(lib.gk_jit_get_kernel(self._ptr, name.encode(), out))
-                fn = Function(self, name, ffi.gc(out[0], lib.gk_jit_kernel_release))
+                fn = Function(self, name, ffi.gc(out[0], _KERNEL_RELEASE))
                 self._functions[name] = fn
             return fn
 
@@ -393,6 +399,61 @@ def _pack(args):
     return array, n, keep
 
 
+# The fast path of a launch: for a tuple of argument types that each convert the same way
+# every time, one generated function checks the types and writes the whole gk_jit_arg array
+# with a single struct.pack_into (16 bytes per argument: kind, size, 8-byte value). Per
+# argument, the general path above costs a Python call and several cffi field writes.
+_ARG_LAYOUT = struct.Struct("=ii8x")
+assert _ARG_LAYOUT.size == ffi.sizeof("gk_jit_arg")
+# type -> (kind, struct code of the value padded to 8 bytes, expression of argument `a`).
+_PACKED_TYPES = {GPUArray: (_ARG_TENSOR, "Q", "{a}._taddr"),
+                 int: (_ARG_I32, "i4x", "{a}"), float: (_ARG_F32, "f4x", "{a}"),
+                 bool: (_ARG_I32, "i4x", "{a}")}
+_STRUCT_CODES = {"i32": "i4x", "u32": "I4x", "i64": "q", "u64": "Q", "f32": "f4x", "f64": "d"}
+for _dt, (_kind, _field) in _NP_SCALAR_KIND.items():
+    _PACKED_TYPES[_dt.type] = (_kind, _STRUCT_CODES[_field], "{a}")
+_PACKERS = {}  # tuple of argument types -> generated packer, or None when a type has none
+_NOT_GENERATED = object()
+
+
+def _cupy_layout(t):
+    """(kind, code, expression) of a CuPy ndarray type: its data pointer; None otherwise."""
+    if t.__module__.startswith("cupy") and t.__name__ == "ndarray":
+        return (_ARG_POINTER, "Q", "{a}.data.ptr")
+    return None
+
+
+def _packer_for(types):
+    """The packer of argument types `types`: ``pack(args, buffer) -> bool``, False when the
+    arguments' types differ from `types` (the caller then takes the general path); raises
+    struct.error or OverflowError for a value the layout cannot hold (an int past 32 bits)."""
+    try:
+        return _PACKERS[types]
+    except KeyError:
+        pass
+    layouts = [_PACKED_TYPES.get(t) or _cupy_layout(t) for t in types]
+    if any(x is None for x in layouts):
+        _PACKERS[types] = None
+        return None
+    names = [f"a{i}" for i in range(len(types))]
+    fmt = "=" + "".join("ii" + code for _, code, _ in layouts)
+    values = ", ".join(f"{kind}, 0, {expr.format(a=a)}"
+                       for (kind, _, expr), a in zip(layouts, names))
+    checks = " or ".join(f"type({a}) is not T{i}" for i, a in enumerate(names)) or "False"
+    unpack = f"    {', '.join(names)}, = args\n" if names else ""
+    source = (f"def pack(args, buffer):\n"
+              f"    if len(args) != {len(types)}:\n        return False\n"
+              f"{unpack}"
+              f"    if {checks}:\n        return False\n"
+              f"    pack_into(buffer, 0{', ' + values if values else ''})\n"
+              f"    return True\n")
+    scope = {f"T{i}": t for i, t in enumerate(types)}
+    scope["pack_into"] = struct.Struct(fmt).pack_into
+    exec(source, scope)  # noqa: S102 - the source is built above from fixed fragments
+    _PACKERS[types] = scope["pack"]
+    return scope["pack"]
+
+
 def _device_of_args(args, runtime) -> Device:
     """The device of the first array argument, else the runtime's default device."""
     for a in args:
@@ -420,7 +481,10 @@ class Function:
         # Reused by every launch under the lock (the C call copies what it reads): no
         # allocation per call. The grid and block last written are kept to skip rewriting.
         self._args = _newp(_T_ARG_ARRAY, 8)
+        self._args_buffer = ffi.buffer(self._args)
         self._launch.args = self._args
+        self._packer = None  # of the last launch's argument types (see _packer_for)
+        self._general_types = None  # of the last launch that had no packer
         self._grid = self._block = None
         self._shared_mem, self._num_args, self._stream = 0, 0, ffi.NULL
         self._launch_lock = threading.Lock()
@@ -430,8 +494,7 @@ class Function:
             raise TypeError("args must be a tuple or list of kernel arguments")
         stream_ptr = ffi.NULL if stream is None and not _open_task_streams[0] else \
             _stream_ptr(stream, self.module.device)
-        keep = []
-        get = _PUT.get
+        keep = None  # what the general path must keep alive until the launch has read it
         n = len(args)
         with self._launch_lock:  # one launch struct and argument array per kernel
             l = self._launch
@@ -446,14 +509,17 @@ class Function:
             elif block != self._block:
                 l.block = _dims(block, "block")
                 self._block = block
-            array = self._args
-            if n > len(array):
-                array = self._args = _newp(_T_ARG_ARRAY, n)
-                l.args = array
-            i = 0
-            for a in args:
-                (get(type(a)) or _converter(a))(array[i], a, keep, i)
-                i += 1
+            if n > len(self._args):
+                self._args = _newp(_T_ARG_ARRAY, n)
+                self._args_buffer = ffi.buffer(self._args)
+                l.args = self._args
+            pack = self._packer
+            try:
+                packed = pack is not None and pack(args, self._args_buffer)
+            except (struct.error, OverflowError):  # the general path names the argument
+                packed = False
+            if not packed:
+                keep = self._pack_general(args)
             if shared_mem != self._shared_mem:
                 l.shared_mem_bytes = shared_mem
                 self._shared_mem = l.shared_mem_bytes
@@ -465,6 +531,31 @@ class Function:
         if status:
             check(status)
         del keep  # the launch has read the arguments
+
+    def _pack_general(self, args):
+        """Writes the argument array for types the last packer does not take: with the
+        packer of these types when they have one (kept for the next launch), else argument
+        by argument. Returns what must stay alive until the launch (DLPack imports)."""
+        types = tuple(map(type, args))
+        pack = _PACKERS.get(types, _NOT_GENERATED)
+        if pack is _NOT_GENERATED:
+            # Generating costs a few hundred microseconds: worth it from the second launch
+            # with the same types on, not for a kernel launched once.
+            pack = _packer_for(types) if types == self._general_types else None
+            self._general_types = types
+        if pack is not None:
+            try:
+                if pack(args, self._args_buffer):
+                    self._packer = pack
+                    return None
+            except (struct.error, OverflowError):
+                pass  # a value out of its type's range: the converters below say which
+        keep = []
+        get = _PUT.get
+        array = self._args
+        for i, a in enumerate(args):
+            (get(type(a)) or _converter(a))(array[i], a, keep, i)
+        return keep
 
     def __repr__(self):
         return f"Function({self.name!r}, {self.module!r})"
@@ -485,6 +576,7 @@ class RawKernel:
         self._include_paths = tuple(include_paths)
         self._runtime = runtime
         self._by_device = {}
+        self._last = (None, None)  # (device, Function) of the last call with a GPUArray
         self._lock = threading.Lock()
 
     def _function(self, device: Device) -> Function:
@@ -515,12 +607,16 @@ class RawKernel:
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
         if type(args) is not tuple and not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
-        # The common case first: a GPUArray as first argument, on a device compiled for.
+        # The common case first: a GPUArray as first argument, on the device of the last call.
         first = args[0] if args else None
         if type(first) is GPUArray:
             device = first._device
+            last = self._last  # one tuple: read whole even while another thread replaces it
+            if device is last[0]:
+                return last[1](grid, block, args, shared_mem, stream)
             fn = self._by_device.get((id(device.runtime), device.id))
             if fn is not None:
+                self._last = (device, fn)
                 return fn(grid, block, args, shared_mem, stream)
         device = _device_of_args(args, self._runtime or _runtime())
         self._function(device)(grid, block, args, shared_mem, stream)

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <mutex>
 #include <unordered_map>
@@ -84,7 +85,7 @@ std::string sm_list(const std::vector<int>& sms) {
 
 // The CUDA toolkit's include folder: $CUDA_PATH/include, $CUDA_HOME/include or
 // /usr/local/cuda/include, the first that holds cuda_fp16.h.
-std::optional<std::string> toolkit_include_dir() {
+std::optional<std::string> find_toolkit_include_dir() {
   std::vector<std::string> roots;
   if (auto p = env_value("CUDA_PATH")) roots.push_back(*p);
   if (auto p = env_value("CUDA_HOME")) roots.push_back(*p);
@@ -97,6 +98,20 @@ std::optional<std::string> toolkit_include_dir() {
     }
   }
   return std::nullopt;
+}
+
+// The same, looked for once per process and set of variables: the file system walk costs
+// as much as the rest of a warm cache hit.
+std::optional<std::string> toolkit_include_dir() {
+  static std::mutex mutex;
+  static std::map<std::pair<std::optional<std::string>, std::optional<std::string>>,
+                  std::optional<std::string>>
+      found;
+  auto variables = std::make_pair(env_value("CUDA_PATH"), env_value("CUDA_HOME"));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = found.find(variables);
+  if (it == found.end()) it = found.emplace(variables, find_toolkit_include_dir()).first;
+  return it->second;
 }
 
 // A miss when the key was made with a remembered NVRTC version (remembered_nvrtc) that the

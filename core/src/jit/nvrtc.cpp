@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -143,17 +144,31 @@ std::string loader_lines(const std::string& library_path) {
 
 std::string facts_path(const std::string& dir) { return dir + "/nvrtc.facts"; }
 
+// Whether another library of the process (CuPy, PyTorch) has loaded NVRTC already: then
+// get() opens that one, whatever the facts say. Reads the loader's list of loaded objects:
+// dlopen(RTLD_NOLOAD) would search the file system for each name, which cost more than the
+// rest of a warm cache hit.
+bool nvrtc_loaded_elsewhere() {
+  if (auto chosen = env_value("GPUKIT_NVRTC_LIBRARY")) {
+    void* loaded = dlopen(chosen->c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (loaded) dlclose(loaded);
+    return loaded != nullptr;
+  }
+  auto is_nvrtc = [](dl_phdr_info* info, size_t, void*) -> int {
+    const char* path = info->dlpi_name;
+    if (!path || !*path) return 0;
+    const char* slash = std::strrchr(path, '/');
+    const char* base = slash ? slash + 1 : path;
+    return std::strncmp(base, "libnvrtc.so", 11) == 0 ? 1 : 0;
+  };
+  return dl_iterate_phdr(is_nvrtc, nullptr) != 0;
+}
+
 }  // namespace
 
 std::optional<NvrtcFacts> remembered_nvrtc(const std::string& dir) {
   if (dir.empty() || Nvrtc::opened()) return std::nullopt;
-  // An NVRTC loaded by another library of the process (CuPy, PyTorch) is what get() opens.
-  for (const std::string& name : library_names()) {
-    if (void* loaded = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
-      dlclose(loaded);
-      return std::nullopt;
-    }
-  }
+  if (nvrtc_loaded_elsewhere()) return std::nullopt;
   std::ifstream in(facts_path(dir), std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream buffer;
