@@ -40,13 +40,21 @@
 #include <vector>
 
 #include "gpukit/gpukit_plugin.h"
+#include "gpukit/gpukit_plugin.hpp"
 #include "l2_flush.h"
-#include "matmul_host_glue.h"
+#include "matmul_call.h"
 
 namespace {
 
 using gk::matmul::Activation;
 using gk::matmul::MatmulProblem;
+using gk::plugin::report;
+
+// Writes `why` into the supports() reason buffer.
+void write_reason(char* reason, size_t capacity, const std::string& why) {
+  if (!reason || capacity == 0) return;
+  std::snprintf(reason, capacity, "%s", why.c_str());
+}
 
 constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;  // NVIDIA's advice for Hopper
 constexpr size_t kMaxCachedPlans = 1024;
@@ -607,21 +615,21 @@ gk_status plugin_init(const gk_host_services* host, void** state) {
     std::string why;
     if (!load_cublaslt(&s->api, &why)) {
       if (s->api.lib) dlclose(s->api.lib);
-      gk::matmul::report(host, why);
+      report(host, why);
       return GK_UNAVAILABLE;
     }
     const char* tune = std::getenv("GPUKIT_CUBLASLT_TUNE");
     s->tune = !(tune && std::strcmp(tune, "0") == 0);
     const cublasStatus_t st = s->api.create(&s->handle);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      gk::matmul::report(host, lt_error(s.get(), "cublasLtCreate", st));
+      report(host, lt_error(s.get(), "cublasLtCreate", st));
       dlclose(s->api.lib);
       return GK_UNAVAILABLE;
     }
     *state = s.release();
     return GK_OK;
   } catch (const std::exception& e) {
-    gk::matmul::report(host, std::string("cublaslt init: ") + e.what());
+    report(host, std::string("cublaslt init: ") + e.what());
     return GK_INTERNAL;
   } catch (...) {
     return GK_INTERNAL;
@@ -647,28 +655,34 @@ gk_status plugin_supports(void* state, const gk_kernel_args* args, char* reason,
   try {
     auto* s = static_cast<State*>(state);
     gk_plugin_device dev;
-    MatmulProblem p;
     Mapping m;
     std::string why;
-    const bool ok = gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) &&
-                    map_call(p, &m, &why);
+    if (!args || args->struct_size < GK_KERNEL_ARGS_SIZE || !args->op) {
+      write_reason(reason, capacity, "malformed gk_kernel_args");
+      return GK_UNIMPLEMENTED;
+    }
+    const MatmulProblem p = gk::plugins::matmul_call(s->host, *args, 80, 999, &dev);
+    const bool ok = map_call(p, &m, &why);
     if (ok && p.m > 0 && p.n > 0 && p.batch_count > 0) {
       // Only zero-size calls skip the heuristic (launch does nothing for them).
       Plan* plan = find_plan(s, dev.ordinal, p, m, &why);
       if (plan == nullptr) {
-        gk::matmul::write_reason(reason, capacity, why);
+        write_reason(reason, capacity, why);
         return GK_UNIMPLEMENTED;
       }
       std::lock_guard<std::mutex> lock(plan->mu);
-      gk::matmul::write_reason(reason, capacity, plan->note);  // how it will be served
+      write_reason(reason, capacity, plan->note);  // how it will be served
     }
     if (!ok) {
-      gk::matmul::write_reason(reason, capacity, why);
+      write_reason(reason, capacity, why);
       return GK_UNIMPLEMENTED;
     }
     return GK_OK;
+  } catch (const gk::plugin::Failure& e) {
+    write_reason(reason, capacity, e.message);
+    return GK_UNIMPLEMENTED;
   } catch (const std::exception& e) {
-    gk::matmul::write_reason(reason, capacity, std::string("cublaslt: ") + e.what());
+    write_reason(reason, capacity, std::string("cublaslt: ") + e.what());
     return GK_UNIMPLEMENTED;
   } catch (...) {
     return GK_UNIMPLEMENTED;
@@ -679,12 +693,15 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
   auto* s = static_cast<State*>(state);
   try {
     gk_plugin_device dev;
-    MatmulProblem p;
     Mapping m;
     std::string why;
-    if (!gk::matmul::describe_call(s->host, args, 80, 999, &dev, &p, &why) ||
-        !map_call(p, &m, &why)) {
-      gk::matmul::report(s->host, "matmul: " + why);
+    if (!args || args->struct_size < GK_KERNEL_ARGS_SIZE || !args->op) {
+      report(s->host, "matmul: malformed gk_kernel_args");
+      return GK_INVALID_ARGUMENT;
+    }
+    const MatmulProblem p = gk::plugins::matmul_call(s->host, *args, 80, 999, &dev);
+    if (!map_call(p, &m, &why)) {
+      report(s->host, "matmul: " + why);
       return GK_INVALID_ARGUMENT;
     }
     if (p.m == 0 || p.n == 0 || p.batch_count == 0) return GK_OK;
@@ -692,12 +709,12 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
     // tensors and streams live in) current, which cudaGetDevice alone would not check.
     cudaError_t cerr = cudaSetDevice(dev.ordinal);
     if (cerr != cudaSuccess) {
-      gk::matmul::report(s->host, std::string("matmul: ") + cudaGetErrorString(cerr));
+      report(s->host, std::string("matmul: ") + cudaGetErrorString(cerr));
       return GK_INTERNAL;
     }
     Plan* plan = find_plan(s, dev.ordinal, p, m, &why);
     if (!plan) {
-      gk::matmul::report(s->host, "matmul: " + why);
+      report(s->host, "matmul: " + why);
       return GK_INTERNAL;
     }
     // The largest workspace any candidate may need (they may all be timed on this call).
@@ -741,12 +758,15 @@ gk_status plugin_launch(void* state, const gk_kernel_args* args) {
     if (workspace_per_call)
       s->host->free(s->host->host_context, args->device, workspace, args->stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      gk::matmul::report(s->host, lt_error(s, "matmul: cublasLtMatmul", st));
+      report(s->host, lt_error(s, "matmul: cublasLtMatmul", st));
       return GK_INTERNAL;
     }
     return GK_OK;
+  } catch (const gk::plugin::Failure& e) {
+    report(s->host, "matmul: " + e.message);
+    return e.status;
   } catch (const std::exception& e) {
-    gk::matmul::report(s->host, std::string("matmul: ") + e.what());
+    report(s->host, std::string("matmul: ") + e.what());
     return GK_INTERNAL;
   } catch (...) {
     return GK_INTERNAL;
