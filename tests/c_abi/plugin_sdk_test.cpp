@@ -276,4 +276,31 @@ TEST(PluginSdk, NotesChoiceWritesTheReasonOfAnAcceptedCall) {
   api->shutdown(state);
 }
 
+TEST(PluginSdk, GuardTurnsAModelEntryPointsExceptionsIntoStatusAndMessage) {
+  Host host;
+  gk_host_services s = services(&host);
+  EXPECT_EQ(gk::plugin::guard(&s, "model", [] {}), GK_OK);
+  EXPECT_EQ(host.last_error, "");
+  struct Case {
+    void (*body)();
+    gk_status status;
+    const char* message;
+  } cases[] = {
+      {[] { gk::plugin::fail(GK_OUT_OF_RANGE, "model: 9 tokens do not fit"); }, GK_OUT_OF_RANGE,
+       "model: 9 tokens do not fit"},
+      {[] { throw std::bad_alloc(); }, GK_RESOURCE_EXHAUSTED, "model: out of host memory"},
+      {[] { throw std::runtime_error("bad json"); }, GK_INTERNAL, "model: internal error: bad json"},
+      {[] { throw 7; }, GK_INTERNAL, "model: internal error: unknown exception"},
+  };
+  for (const Case& c : cases) {
+    host.last_error.clear();
+    EXPECT_EQ(gk::plugin::guard(&s, "model", c.body), c.status) << c.message;
+    EXPECT_EQ(host.last_error, c.message);
+  }
+  host.last_error = "what the op-call service recorded";
+  EXPECT_EQ(gk::plugin::guard(&s, "model", [] { gk::plugin::fail(GK_INTERNAL, ""); }),
+            GK_INTERNAL);
+  EXPECT_EQ(host.last_error, "what the op-call service recorded");
+}
+
 }  // namespace

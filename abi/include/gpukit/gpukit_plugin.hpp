@@ -31,6 +31,9 @@
  *             or "op 'matmul': …"); a Failure with an empty message reports nothing (the
  *             plugin has reported the error itself)
  * A failing host check (ABI version, services missing) refuses the entry itself.
+ *
+ * A model plugin fills its gk_plugin_api and gk_model_api itself and wraps each model entry
+ * point in gk::plugin::guard (below), which turns exceptions into a status and a message.
  */
 #ifndef GPUKIT_PLUGIN_HPP_
 #define GPUKIT_PLUGIN_HPP_
@@ -87,6 +90,47 @@ inline gk_plugin_device call_device(const gk_host_services* host, const gk_kerne
 }
 
 namespace detail {
+/* Runs `fn` and returns GK_OK, or the status of what it threw with a message reported to the
+ * host: a Failure's as failure(message), nothing when that is empty (the plugin has reported
+ * already); any other exception's as other(status, text): GK_RESOURCE_EXHAUSTED with "out of
+ * host memory" for std::bad_alloc, GK_INTERNAL with what() or "unknown exception". */
+template <class Fn, class OnFailure, class OnOther>
+gk_status catch_all(const gk_host_services* host, Fn&& fn, OnFailure&& failure,
+                    OnOther&& other) noexcept {
+  try {
+    fn();
+    return GK_OK;
+  } catch (const Failure& e) {
+    if (!e.message.empty()) report(host, failure(e.message));
+    return e.status;
+  } catch (const std::bad_alloc&) {
+    report(host, other(GK_RESOURCE_EXHAUSTED, "out of host memory"));
+    return GK_RESOURCE_EXHAUSTED;
+  } catch (const std::exception& e) {
+    report(host, other(GK_INTERNAL, e.what()));
+    return GK_INTERNAL;
+  } catch (...) {
+    report(host, other(GK_INTERNAL, "unknown exception"));
+    return GK_INTERNAL;
+  }
+}
+}  // namespace detail
+
+/* For the entry points of a model plugin (gk_model_api), which Plugin<P> does not make:
+ * runs `fn` and returns GK_OK, or the status of what it threw, its message reported to the
+ * host: a Failure's message as it is (its own context; empty when the plugin or the host's
+ * op-call service has reported already), "<label>: out of host memory" for std::bad_alloc,
+ * "<label>: internal error: <what>" (or "unknown exception") for another. */
+template <class Fn>
+gk_status guard(const gk_host_services* host, const char* label, Fn&& fn) noexcept {
+  return detail::catch_all(
+      host, std::forward<Fn>(fn), [](const std::string& message) { return message; },
+      [label](gk_status status, const std::string& text) {
+        return std::string(label) + (status == GK_INTERNAL ? ": internal error: " : ": ") + text;
+      });
+}
+
+namespace detail {
 /* P::kLabel where P declares it, else P::kName. */
 template <class P, class = void>
 struct Label {
@@ -125,22 +169,10 @@ class Plugin {
 
   static gk_status init(const gk_host_services* host, void** state) {
     if (state == nullptr) return GK_INVALID_ARGUMENT;
-    try {
-      *state = new State{host, P(host)};
-      return GK_OK;
-    } catch (const Failure& e) {
-      report(host, std::string(kLabel) + ": " + e.message);
-      return e.status;
-    } catch (const std::bad_alloc&) {
-      report(host, std::string(kLabel) + ": out of host memory");
-      return GK_RESOURCE_EXHAUSTED;
-    } catch (const std::exception& e) {
-      report(host, std::string(kLabel) + ": " + e.what());
-      return GK_INTERNAL;
-    } catch (...) {
-      report(host, std::string(kLabel) + ": unknown exception");
-      return GK_INTERNAL;
-    }
+    auto named = [](const std::string& text) { return std::string(kLabel) + ": " + text; };
+    return detail::catch_all(
+        host, [&] { *state = new State{host, P(host)}; }, named,
+        [&](gk_status, const std::string& text) { return named(text); });
   }
 
   static void shutdown(void* state) { delete static_cast<State*>(state); }
@@ -177,26 +209,17 @@ class Plugin {
 
   static gk_status launch(void* state, const gk_kernel_args* args) {
     State* s = static_cast<State*>(state);
-    const std::string op = args && args->op ? args->op : "(null op)";
-    try {
-      if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
-        fail(GK_INVALID_ARGUMENT, "malformed gk_kernel_args");
-      }
-      s->impl.launch(*args);
-      return GK_OK;
-    } catch (const Failure& e) {
-      if (!e.message.empty()) report(s->host, about(op, e.message));
-      return e.status;
-    } catch (const std::bad_alloc&) {
-      report(s->host, op + ": out of host memory");
-      return GK_RESOURCE_EXHAUSTED;
-    } catch (const std::exception& e) {
-      report(s->host, about(op, e.what()));
-      return GK_INTERNAL;
-    } catch (...) {
-      report(s->host, op + ": unknown exception");
-      return GK_INTERNAL;
-    }
+    const char* op = args && args->op ? args->op : "(null op)";
+    auto about_op = [op](const std::string& text) { return about(op, text); };
+    return detail::catch_all(
+        s->host,
+        [&] {
+          if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
+            fail(GK_INVALID_ARGUMENT, "malformed gk_kernel_args");
+          }
+          s->impl.launch(*args);
+        },
+        about_op, [&](gk_status, const std::string& text) { return about_op(text); });
   }
 
   /* A kernel plugin: no model API (gk_model_api). */
