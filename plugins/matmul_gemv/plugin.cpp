@@ -32,7 +32,8 @@ struct MatmulGemv {
     if (!gk::matmul::gemv_can_implement(p, &why)) gk::plugin::fail(GK_INVALID_ARGUMENT, why);
     gk::plugins::DeviceGuard guard;
     gk::plugins::check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
-    gk::plugins::check_cuda(gk::matmul::gemv_run(p, static_cast<cudaStream_t>(args.stream)),
+    gk::plugins::check_cuda(gk::matmul::gemv_run(p, dev.sm_count,
+                                                 static_cast<cudaStream_t>(args.stream)),
                             "gemv");
   }
 };
