@@ -39,24 +39,22 @@ __device__ __forceinline__ void unpack(const uint4& v, float (&f)[kChunk]) {
 }
 
 struct GemvParams {
-  const void* a;
+  const void* a;  // the one row of a, K-contiguous
   const void* b;
   void* c;
-  int64_t m, n, k;
-  int64_t a_sm, b_sn, c_sm, c_sn;
+  int64_t n, k;
+  int64_t b_sn, c_sn;
   EpilogueParams ep;
 };
 
-// One warp's column `col` for all M rows (MR ≥ M): its weight row streamed in 16-byte loads
-// past L1 (read once: ld.global.cs), loads issued before any is used.
-template <typename T, typename OutT, int MR>
+// One warp's output column `col`: its weight row streamed in 16-byte loads past L1 (read
+// once: ld.global.cs), loads issued before any is used, times the row of `a`.
+template <typename T, typename OutT>
 __device__ __forceinline__ void gemv_column(const GemvParams& p, int64_t col, int lane) {
   const uint4* w = reinterpret_cast<const uint4*>(static_cast<const T*>(p.b) + col * p.b_sn);
-  const T* a = static_cast<const T*>(p.a);
+  const uint4* a = static_cast<const uint4*>(p.a);
   const int64_t chunks = p.k / kChunk;
-  float acc[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+  float acc = 0.0f;
 
   for (int64_t base = lane; base < chunks; base += 32 * kInFlight) {
     uint4 wv[kInFlight];
@@ -71,55 +69,37 @@ __device__ __forceinline__ void gemv_column(const GemvParams& p, int64_t col, in
       if (c >= chunks) break;
       float wf[kChunk];
       unpack<T>(wv[i], wf);
+      float af[kChunk];
+      unpack<T>(__ldg(a + c), af);
 #pragma unroll
-      for (int r = 0; r < MR; ++r) {
-        if (r >= p.m) break;
-        const uint4 av = __ldg(reinterpret_cast<const uint4*>(a + r * p.a_sm) + c);
-        float af[kChunk];
-        unpack<T>(av, af);
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) acc[r] = fmaf(af[j], wf[j], acc[r]);
-      }
+      for (int j = 0; j < kChunk; ++j) acc = fmaf(af[j], wf[j], acc);
     }
   }
 #pragma unroll
-  for (int r = 0; r < MR; ++r) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-  }
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) {
-    OutT* out = static_cast<OutT*>(p.c);
-#pragma unroll
-    for (int r = 0; r < MR; ++r) {
-      if (r >= p.m) break;
-      store_epilogue<T, OutT>(p.ep, out, r * p.c_sm + col * p.c_sn, col, acc[r]);
-    }
+    store_epilogue<T, OutT>(p.ep, static_cast<OutT*>(p.c), col * p.c_sn, col, acc);
   }
 }
 
 // kWarps warps a block; each warp walks columns with the grid's stride, so that the grid is
 // at most kBlocksPerSm resident blocks per SM for any N.
-template <typename T, typename OutT, int MR>
+template <typename T, typename OutT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
   const int lane = threadIdx.x & 31;
   for (int64_t col = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); col < p.n;
        col += int64_t(gridDim.x) * kWarps) {
-    gemv_column<T, OutT, MR>(p, col, lane);
+    gemv_column<T, OutT>(p, col, lane);
   }
 }
 
 template <typename T, typename OutT>
-cudaError_t launch_typed(const GemvParams& gp, cudaStream_t stream) {
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess) return err;
+cudaError_t launch_typed(const GemvParams& gp, int sm_count, cudaStream_t stream) {
   const int64_t blocks =
-      std::min<int64_t>((gp.n + kWarps - 1) / kWarps, int64_t(sms) * kBlocksPerSm);
+      std::min<int64_t>((gp.n + kWarps - 1) / kWarps, int64_t(sm_count) * kBlocksPerSm);
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(kWarps * 32);
-  static_assert(kGemvMaxRows == 1, "instantiate gemv_kernel for the row counts served");
-  gemv_kernel<T, OutT, 1><<<grid, block, 0, stream>>>(gp);
+  gemv_kernel<T, OutT><<<grid, block, 0, stream>>>(gp);
   return cudaGetLastError();
 }
 
@@ -157,16 +137,16 @@ bool gemv_can_implement(const MatmulProblem& p, std::string* why) {
   return true;
 }
 
-cudaError_t gemv_run(const MatmulProblem& p, cudaStream_t stream) {
+cudaError_t gemv_run(const MatmulProblem& p, int sm_count, cudaStream_t stream) {
   if (p.n == 0) return cudaSuccess;
-  GemvParams gp{p.a, p.b, p.c, p.m, p.n, p.k, p.a_sm, p.b_sn, p.c_sm, p.c_sn,
-                make_epilogue_params(p)};
+  GemvParams gp{p.a, p.b, p.c, p.n, p.k, p.b_sn, p.c_sn, make_epilogue_params(p)};
   const bool f32_out = p.out_dtype == GK_DTYPE_F32;
   if (p.in_dtype == GK_DTYPE_BF16) {
-    return f32_out ? launch_typed<__nv_bfloat16, float>(gp, stream)
-                   : launch_typed<__nv_bfloat16, __nv_bfloat16>(gp, stream);
+    return f32_out ? launch_typed<__nv_bfloat16, float>(gp, sm_count, stream)
+                   : launch_typed<__nv_bfloat16, __nv_bfloat16>(gp, sm_count, stream);
   }
-  return f32_out ? launch_typed<__half, float>(gp, stream) : launch_typed<__half, __half>(gp, stream);
+  return f32_out ? launch_typed<__half, float>(gp, sm_count, stream)
+                 : launch_typed<__half, __half>(gp, sm_count, stream);
 }
 
 }  // namespace gk::matmul

@@ -23,32 +23,13 @@ const Builder* find_builder(const std::string& architecture) {
 
 namespace {
 
-// Runs `fn`; a failure becomes its status, with its message reported to the host (an op's
-// failure was recorded by the op-call service already).
-template <typename Fn>
-gk_status guarded(const gk_host_services* g_host, Fn&& fn) noexcept {
-  try {
-    fn();
-    return GK_OK;
-  } catch (const Failure& f) {
-    if (!f.message.empty() && g_host) g_host->report_error(g_host->host_context, f.message.c_str());
-    return f.status;
-  } catch (const std::bad_alloc&) {
-    if (g_host) g_host->report_error(g_host->host_context, "llm: out of host memory");
-    return GK_RESOURCE_EXHAUSTED;
-  } catch (const std::exception& e) {
-    if (g_host) {
-      std::string m = std::string("llm: internal error: ") + e.what();
-      g_host->report_error(g_host->host_context, m.c_str());
-    }
-    return GK_INTERNAL;
-  }
-}
+// Each model entry point runs in gk::plugin::guard: a failure becomes its status, with its
+// message reported to the host.
 
 // The plugin's state is the host services of the runtime that loaded it.
 gk_status model_create(void* state, const gk_model_create_args* args, void** out) {
   const auto* host = static_cast<const gk_host_services*>(state);
-  return guarded(host, [&] {
+  return gk::plugin::guard(host, "llm", [&] {
     if (!args || args->struct_size < GK_MODEL_CREATE_ARGS_SIZE || !out || !args->architecture ||
         !args->config_json) {
       fail(GK_INVALID_ARGUMENT, "llm: model_create: bad arguments");
@@ -80,7 +61,7 @@ void model_destroy(void* model) {
 }
 
 gk_status model_info(void* model, gk_plugin_model_info* out) {
-  return guarded(static_cast<Model*>(model)->host, [&] {
+  return gk::plugin::guard(static_cast<Model*>(model)->host, "llm", [&] {
     if (!out || out->struct_size < GK_PLUGIN_MODEL_INFO_SIZE) {
       fail(GK_INVALID_ARGUMENT, "llm: model_info: bad arguments");
     }
@@ -98,7 +79,7 @@ gk_status model_info(void* model, gk_plugin_model_info* out) {
 }
 
 gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
-  return guarded(static_cast<Model*>(model_ptr)->host, [&] {
+  return gk::plugin::guard(static_cast<Model*>(model_ptr)->host, "llm", [&] {
     Model& m = *static_cast<Model*>(model_ptr);
     const Config& c = m.config;
     if (capacity <= 0 || !out) fail(GK_INVALID_ARGUMENT, "llm: session capacity must be positive");
@@ -128,7 +109,7 @@ void session_destroy(void* session) {
 }
 
 gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
-  return guarded(static_cast<Session*>(session_ptr)->model->host, [&] {
+  return gk::plugin::guard(static_cast<Session*>(session_ptr)->model->host, "llm", [&] {
     if (!args || args->struct_size < GK_MODEL_STEP_ARGS_SIZE) {
       fail(GK_INVALID_ARGUMENT, "llm: session_step: bad arguments");
     }
@@ -155,7 +136,7 @@ gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
 gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
                      const gk_model_step_args* args) {
   Model& m = *static_cast<Model*>(model_ptr);
-  return guarded(m.host, [&] {
+  return gk::plugin::guard(m.host, "llm", [&] {
     if (!args || args->struct_size < GK_MODEL_STEP_ARGS_SIZE || !sessions || count < 1) {
       fail(GK_INVALID_ARGUMENT, "llm: batch_step: bad arguments");
     }
@@ -199,7 +180,7 @@ gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
 }
 
 gk_status session_encode(void* session_ptr, const gk_model_encode_args* args) {
-  return guarded(static_cast<Session*>(session_ptr)->model->host, [&] {
+  return gk::plugin::guard(static_cast<Session*>(session_ptr)->model->host, "llm", [&] {
     if (!args || args->struct_size < GK_MODEL_ENCODE_ARGS_SIZE) {
       fail(GK_INVALID_ARGUMENT, "llm: session_encode: bad arguments");
     }

@@ -6,10 +6,6 @@
 
 namespace gk::llm {
 
-void fail(gk_status status, std::string message) {
-  throw Failure{status, std::move(message)};
-}
-
 int64_t element_size(int32_t dtype) {
   switch (dtype) {
     case GK_DTYPE_F64:

@@ -13,16 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "gpukit/gpukit_plugin.h"
+#include "gpukit/gpukit_plugin.hpp"
 
 namespace gk::llm {
 
-// What the runner throws; plugin.cpp turns it into a status and host->report_error. An
-// empty message means the host's op-call service already recorded one (an op failed).
-struct Failure {
-  gk_status status;
-  std::string message;
-};
-[[noreturn]] void fail(gk_status status, std::string message);
+// What the runner throws: the plugin SDK's Failure, which plugin.cpp's entry points turn into
+// a status and host->report_error (gk::plugin::guard). An empty message means the host's
+// op-call service already recorded one (an op failed).
+using gk::plugin::Failure;
+using gk::plugin::fail;
 
 // A strided view of device memory (shape and strides in elements).
 struct Tensor {

@@ -8,7 +8,7 @@
 #include "cuda_device_guard.h"
 #include "gemv.cuh"
 #include "gpukit/gpukit_plugin.hpp"
-#include "matmul_host_glue.h"
+#include "matmul_call.h"
 
 namespace {
 
@@ -21,19 +21,19 @@ struct MatmulGemv {
 
   bool supports(const gk_kernel_args& args, std::string* why) const {
     gk_plugin_device dev;
-    gk::matmul::MatmulProblem p;
-    return gk::matmul::describe_call(host, &args, 80, 999, &dev, &p, why) &&
-           gk::matmul::gemv_can_implement(p, why);
+    const gk::matmul::MatmulProblem p = gk::plugins::matmul_call(host, args, 80, 999, &dev);
+    return gk::matmul::gemv_can_implement(p, why);
   }
 
   void launch(const gk_kernel_args& args) const {
     gk_plugin_device dev;
-    const gk::matmul::MatmulProblem p = gk::matmul::problem_or_fail(host, args, 80, 999, &dev);
+    const gk::matmul::MatmulProblem p = gk::plugins::matmul_call(host, args, 80, 999, &dev);
     std::string why;
     if (!gk::matmul::gemv_can_implement(p, &why)) gk::plugin::fail(GK_INVALID_ARGUMENT, why);
     gk::plugins::DeviceGuard guard;
     gk::plugins::check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
-    gk::plugins::check_cuda(gk::matmul::gemv_run(p, static_cast<cudaStream_t>(args.stream)),
+    gk::plugins::check_cuda(gk::matmul::gemv_run(p, dev.sm_count,
+                                                 static_cast<cudaStream_t>(args.stream)),
                             "gemv");
   }
 };

@@ -6,7 +6,7 @@
 
 #include "cuda_device_guard.h"
 #include "gpukit/gpukit_plugin.hpp"
-#include "matmul_host_glue.h"
+#include "matmul_call.h"
 #include "simt_gemm.cuh"
 #include "sm80_gemm_mma.cuh"
 
@@ -29,15 +29,14 @@ struct MatmulSm80 {
 
   bool supports(const gk_kernel_args& args, std::string* why) const {
     gk_plugin_device dev;
-    MatmulProblem p;
-    if (!gk::matmul::describe_call(host, &args, 80, 999, &dev, &p, why)) return false;
+    const MatmulProblem p = gk::plugins::matmul_call(host, args, 80, 999, &dev);
     return uses_mma(p) ? gk::matmul::sm80_gemm_can_implement(p, why)
                        : gk::matmul::simt_gemm_can_implement(p, why);
   }
 
   void launch(const gk_kernel_args& args) const {
     gk_plugin_device dev;
-    const MatmulProblem p = gk::matmul::problem_or_fail(host, args, 80, 999, &dev);
+    const MatmulProblem p = gk::plugins::matmul_call(host, args, 80, 999, &dev);
     const cudaStream_t stream = static_cast<cudaStream_t>(args.stream);
     gk::plugins::DeviceGuard guard;
     gk::plugins::check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");

@@ -5,7 +5,7 @@
 
 #include "cuda_device_guard.h"
 #include "gpukit/gpukit_plugin.hpp"
-#include "matmul_host_glue.h"
+#include "matmul_call.h"
 #include "sm90_gemm_tma_ws.cuh"
 
 namespace {
@@ -32,14 +32,13 @@ struct MatmulSm90 {
 
   bool supports(const gk_kernel_args& args, std::string* why) const {
     gk_plugin_device dev;
-    MatmulProblem p;
-    return gk::matmul::describe_call(host, &args, 90, 90, &dev, &p, why) &&
-           gk::matmul::sm90_gemm_can_implement(p, encode, why);
+    const MatmulProblem p = gk::plugins::matmul_call(host, args, 90, 90, &dev);
+    return gk::matmul::sm90_gemm_can_implement(p, encode, why);
   }
 
   void launch(const gk_kernel_args& args) const {
     gk_plugin_device dev;
-    const MatmulProblem p = gk::matmul::problem_or_fail(host, args, 90, 90, &dev);
+    const MatmulProblem p = gk::plugins::matmul_call(host, args, 90, 90, &dev);
     gk::plugins::DeviceGuard guard;
     gk::plugins::check_cuda(guard.enter(dev.ordinal), "cudaSetDevice");
     std::string why;

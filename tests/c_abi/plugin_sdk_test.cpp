@@ -56,6 +56,10 @@ struct Probe {
   }
   bool supports(const gk_kernel_args& args, std::string* why) const {
     if (std::strcmp(args.op, "throws") == 0) throw std::runtime_error("supports threw");
+    if (std::strcmp(args.op, "notes") == 0) {
+      *why = "a note no caller should see";  // Probe has no kNotesChoice
+      return true;
+    }
     if (std::strcmp(args.op, "probe") != 0) {
       *why = std::string(args.op) + ": not served by sdk_probe";
       return false;
@@ -70,6 +74,7 @@ struct Probe {
       case 4: throw 42;
       case 5: gk::plugin::fail(GK_INTERNAL, "");  // reported already
       case 6: gk::plugin::fail(GK_INTERNAL, "probe: names the op itself");
+      case 8: gk::plugin::fail(GK_INVALID_ARGUMENT, "op 'probe': names the op the cpu way");
       case 7: {
         const gk_plugin_device d = gk::plugin::call_device(host, args, 80, 90);
         (void)d;
@@ -78,6 +83,26 @@ struct Probe {
       default: return;
     }
   }
+};
+
+// Declares the SDK's optional members: a label for its messages, and notes on accepted calls.
+struct Noted {
+  static constexpr const char* kName = "noted";
+  static constexpr const char* kVersion = "0.0.1";
+  static constexpr const char* kLabel = "noted plugin";
+  static constexpr bool kNotesChoice = true;
+
+  explicit Noted(const gk_host_services* h) {
+    if (h->plugin_name && std::strcmp(h->plugin_name, "refuse") == 0) {
+      gk::plugin::fail(GK_UNAVAILABLE, "refused");
+    }
+  }
+  bool supports(const gk_kernel_args& args, std::string* why) const {
+    if (std::strcmp(args.op, "quiet") == 0) return true;
+    *why = std::strcmp(args.op, "noted") == 0 ? "algorithm 3 of 8" : "not served";
+    return std::strcmp(args.op, "noted") == 0;
+  }
+  void launch(const gk_kernel_args&) const {}
 };
 
 }  // namespace
@@ -131,6 +156,10 @@ TEST(PluginSdk, TableNamesThePluginAndGuardsEveryEntry) {
   EXPECT_STREQ(tiny, "softmax");  // cut to the buffer, terminated
   EXPECT_EQ(api->supports(state, nullptr, reason, sizeof(reason)), GK_UNIMPLEMENTED);
   EXPECT_STREQ(reason, "malformed gk_kernel_args");
+  gk_kernel_args notes = call("notes", nullptr, 0);
+  std::strcpy(reason, "untouched");
+  EXPECT_EQ(api->supports(state, &notes, reason, sizeof(reason)), GK_OK);
+  EXPECT_STREQ(reason, "untouched");  // an accepting supports() says nothing by default
 
   EXPECT_EQ(api->launch(state, &ok), GK_OK);
   EXPECT_EQ(host.last_error, "");
@@ -144,6 +173,7 @@ TEST(PluginSdk, TableNamesThePluginAndGuardsEveryEntry) {
       {3, GK_RESOURCE_EXHAUSTED, "probe: out of host memory"},
       {4, GK_INTERNAL, "probe: unknown exception"},
       {6, GK_INTERNAL, "probe: names the op itself"},
+      {8, GK_INVALID_ARGUMENT, "op 'probe': names the op the cpu way"},
   };
   for (const Case& c : cases) {
     host.last_error.clear();
@@ -204,6 +234,73 @@ TEST(PluginSdk, InitFailureAndHostCheck) {
   EXPECT_NE(host.last_error.find("sdk_probe implements plugin ABI"), std::string::npos);
   EXPECT_EQ(gk_plugin_entry(nullptr, &api), GK_INVALID_ARGUMENT);
   EXPECT_EQ(gk_plugin_entry(&s, nullptr), GK_INVALID_ARGUMENT);
+}
+
+TEST(PluginSdk, LabelNamesThePluginInInitAndHostCheckMessages) {
+  Host host;
+  gk_host_services s = services(&host);
+  s.plugin_name = "refuse";
+  const gk_plugin_api* api = nullptr;
+  ASSERT_EQ(gk::plugin::Plugin<Noted>::entry(&s, &api), GK_OK);
+  EXPECT_STREQ(api->name, "noted");  // the manifest's name stays kName
+  void* state = nullptr;
+  EXPECT_EQ(api->init(&s, &state), GK_UNAVAILABLE);
+  EXPECT_EQ(host.last_error, "noted plugin: refused");
+  EXPECT_EQ(api->init(&s, nullptr), GK_INVALID_ARGUMENT);
+
+  gk_host_services old = services(&host);
+  old.abi_min = old.abi_max = GK_MAKE_VERSION(9, 0);
+  EXPECT_EQ(gk::plugin::Plugin<Noted>::entry(&old, &api), GK_FAILED_PRECONDITION);
+  EXPECT_EQ(host.last_error.rfind("noted plugin implements plugin ABI", 0), 0u)
+      << host.last_error;
+}
+
+TEST(PluginSdk, NotesChoiceWritesTheReasonOfAnAcceptedCall) {
+  Host host;
+  gk_host_services s = services(&host);
+  const gk_plugin_api* api = nullptr;
+  ASSERT_EQ(gk::plugin::Plugin<Noted>::entry(&s, &api), GK_OK);
+  void* state = nullptr;
+  ASSERT_EQ(api->init(&s, &state), GK_OK);
+  char reason[64] = "";
+  gk_kernel_args noted = call("noted", nullptr, 0);
+  EXPECT_EQ(api->supports(state, &noted, reason, sizeof(reason)), GK_OK);
+  EXPECT_STREQ(reason, "algorithm 3 of 8");
+  gk_kernel_args other = call("other", nullptr, 0);
+  EXPECT_EQ(api->supports(state, &other, reason, sizeof(reason)), GK_UNIMPLEMENTED);
+  EXPECT_STREQ(reason, "not served");
+  gk_kernel_args quiet = call("quiet", nullptr, 0);
+  std::strcpy(reason, "untouched");
+  EXPECT_EQ(api->supports(state, &quiet, reason, sizeof(reason)), GK_OK);
+  EXPECT_STREQ(reason, "untouched");  // no note: nothing written
+  api->shutdown(state);
+}
+
+TEST(PluginSdk, GuardTurnsAModelEntryPointsExceptionsIntoStatusAndMessage) {
+  Host host;
+  gk_host_services s = services(&host);
+  EXPECT_EQ(gk::plugin::guard(&s, "model", [] {}), GK_OK);
+  EXPECT_EQ(host.last_error, "");
+  struct Case {
+    void (*body)();
+    gk_status status;
+    const char* message;
+  } cases[] = {
+      {[] { gk::plugin::fail(GK_OUT_OF_RANGE, "model: 9 tokens do not fit"); }, GK_OUT_OF_RANGE,
+       "model: 9 tokens do not fit"},
+      {[] { throw std::bad_alloc(); }, GK_RESOURCE_EXHAUSTED, "model: out of host memory"},
+      {[] { throw std::runtime_error("bad json"); }, GK_INTERNAL, "model: internal error: bad json"},
+      {[] { throw 7; }, GK_INTERNAL, "model: internal error: unknown exception"},
+  };
+  for (const Case& c : cases) {
+    host.last_error.clear();
+    EXPECT_EQ(gk::plugin::guard(&s, "model", c.body), c.status) << c.message;
+    EXPECT_EQ(host.last_error, c.message);
+  }
+  host.last_error = "what the op-call service recorded";
+  EXPECT_EQ(gk::plugin::guard(&s, "model", [] { gk::plugin::fail(GK_INTERNAL, ""); }),
+            GK_INTERNAL);
+  EXPECT_EQ(host.last_error, "what the op-call service recorded");
 }
 
 }  // namespace

@@ -16,13 +16,24 @@
  *   };
  *   GK_PLUGIN_DEFINE(MyPlugin)   // exports gk_plugin_entry, the only symbol a plugin needs
  *
+ * Optional members of the class:
+ *   static constexpr const char* kLabel = "my plugin";  // names it in init and ABI-check
+ *                                                         // messages (default: kName)
+ *   static constexpr bool kNotesChoice = true;  // supports() may set *why when it accepts,
+ *                                               // saying how it will serve the call (an
+ *                                               // algorithm it chose), for gk_op_explain
+ *
  * What each entry point returns when it throws:
  *   init      the Failure's status (GK_INTERNAL for other exceptions), its message reported
  *   supports  GK_UNIMPLEMENTED (the call is declined), the message as the reason
  *   launch    the Failure's status (GK_INTERNAL for other exceptions), the message reported
- *             prefixed with the op's name (unless it starts with it); a Failure with an empty message reports nothing
- *             (the plugin has reported the error itself)
+ *             prefixed with the op's name unless it names the op first already ("matmul: …"
+ *             or "op 'matmul': …"); a Failure with an empty message reports nothing (the
+ *             plugin has reported the error itself)
  * A failing host check (ABI version, services missing) refuses the entry itself.
+ *
+ * A model plugin fills its gk_plugin_api and gk_model_api itself and wraps each model entry
+ * point in gk::plugin::guard (below), which turns exceptions into a status and a message.
  */
 #ifndef GPUKIT_PLUGIN_HPP_
 #define GPUKIT_PLUGIN_HPP_
@@ -32,6 +43,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "gpukit/gpukit_plugin.h"
@@ -77,6 +89,65 @@ inline gk_plugin_device call_device(const gk_host_services* host, const gk_kerne
   return dev;
 }
 
+namespace detail {
+/* Runs `fn` and returns GK_OK, or the status of what it threw with a message reported to the
+ * host: a Failure's as failure(message), nothing when that is empty (the plugin has reported
+ * already); any other exception's as other(status, text): GK_RESOURCE_EXHAUSTED with "out of
+ * host memory" for std::bad_alloc, GK_INTERNAL with what() or "unknown exception". */
+template <class Fn, class OnFailure, class OnOther>
+gk_status catch_all(const gk_host_services* host, Fn&& fn, OnFailure&& failure,
+                    OnOther&& other) noexcept {
+  try {
+    fn();
+    return GK_OK;
+  } catch (const Failure& e) {
+    if (!e.message.empty()) report(host, failure(e.message));
+    return e.status;
+  } catch (const std::bad_alloc&) {
+    report(host, other(GK_RESOURCE_EXHAUSTED, "out of host memory"));
+    return GK_RESOURCE_EXHAUSTED;
+  } catch (const std::exception& e) {
+    report(host, other(GK_INTERNAL, e.what()));
+    return GK_INTERNAL;
+  } catch (...) {
+    report(host, other(GK_INTERNAL, "unknown exception"));
+    return GK_INTERNAL;
+  }
+}
+}  // namespace detail
+
+/* For the entry points of a model plugin (gk_model_api), which Plugin<P> does not make:
+ * runs `fn` and returns GK_OK, or the status of what it threw, its message reported to the
+ * host: a Failure's message as it is (its own context; empty when the plugin or the host's
+ * op-call service has reported already), "<label>: out of host memory" for std::bad_alloc,
+ * "<label>: internal error: <what>" (or "unknown exception") for another. */
+template <class Fn>
+gk_status guard(const gk_host_services* host, const char* label, Fn&& fn) noexcept {
+  return detail::catch_all(
+      host, std::forward<Fn>(fn), [](const std::string& message) { return message; },
+      [label](gk_status status, const std::string& text) {
+        return std::string(label) + (status == GK_INTERNAL ? ": internal error: " : ": ") + text;
+      });
+}
+
+namespace detail {
+/* P::kLabel where P declares it, else P::kName. */
+template <class P, class = void>
+struct Label {
+  static constexpr const char* value = P::kName;
+};
+template <class P>
+struct Label<P, std::void_t<decltype(P::kLabel)>> {
+  static constexpr const char* value = P::kLabel;
+};
+/* P::kNotesChoice where P declares it, else false. */
+template <class P, class = void>
+struct NotesChoice : std::false_type {};
+template <class P>
+struct NotesChoice<P, std::void_t<decltype(P::kNotesChoice)>>
+    : std::bool_constant<P::kNotesChoice> {};
+}  // namespace detail
+
 /* The function table of plugin class P; GK_PLUGIN_DEFINE exports it. */
 template <class P>
 class Plugin {
@@ -88,36 +159,29 @@ class Plugin {
 
   static gk_status entry(const gk_host_services* host, const gk_plugin_api** api) {
     if (api == nullptr) return GK_INVALID_ARGUMENT;
-    const gk_status status = gk_plugin_check_host(host, P::kName);
+    const gk_status status = gk_plugin_check_host(host, kLabel);
     if (status == GK_OK) *api = &kApi;
     return status;
   }
 
  private:
+  static constexpr const char* kLabel = detail::Label<P>::value;
+
   static gk_status init(const gk_host_services* host, void** state) {
-    try {
-      *state = new State{host, P(host)};
-      return GK_OK;
-    } catch (const Failure& e) {
-      report(host, std::string(P::kName) + ": " + e.message);
-      return e.status;
-    } catch (const std::bad_alloc&) {
-      report(host, std::string(P::kName) + ": out of host memory");
-      return GK_RESOURCE_EXHAUSTED;
-    } catch (const std::exception& e) {
-      report(host, std::string(P::kName) + ": " + e.what());
-      return GK_INTERNAL;
-    } catch (...) {
-      report(host, std::string(P::kName) + ": unknown exception");
-      return GK_INTERNAL;
-    }
+    if (state == nullptr) return GK_INVALID_ARGUMENT;
+    auto named = [](const std::string& text) { return std::string(kLabel) + ": " + text; };
+    return detail::catch_all(
+        host, [&] { *state = new State{host, P(host)}; }, named,
+        [&](gk_status, const std::string& text) { return named(text); });
   }
 
   static void shutdown(void* state) { delete static_cast<State*>(state); }
 
   /* `message` prefixed with the op's name, unless it names the op first already. */
   static std::string about(const std::string& op, const std::string& message) {
-    return message.compare(0, op.size() + 1, op + ":") == 0 ? message : op + ": " + message;
+    const bool named = message.compare(0, op.size() + 1, op + ":") == 0 ||
+                       message.compare(0, op.size() + 5, "op '" + op + "'") == 0;
+    return named ? message : op + ": " + message;
   }
 
   static gk_status supports(void* state, const gk_kernel_args* args, char* reason,
@@ -127,6 +191,7 @@ class Plugin {
       if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
         why = "malformed gk_kernel_args";
       } else if (static_cast<State*>(state)->impl.supports(*args, &why)) {
+        if (detail::NotesChoice<P>::value && !why.empty()) write(why, reason, capacity);
         return GK_OK;
       }
     } catch (const std::exception& e) {
@@ -134,32 +199,27 @@ class Plugin {
     } catch (...) {
       why = "unknown exception";
     }
-    if (reason != nullptr && capacity > 0) std::snprintf(reason, capacity, "%s", why.c_str());
+    write(why, reason, capacity);
     return GK_UNIMPLEMENTED;
+  }
+
+  static void write(const std::string& text, char* reason, size_t capacity) {
+    if (reason != nullptr && capacity > 0) std::snprintf(reason, capacity, "%s", text.c_str());
   }
 
   static gk_status launch(void* state, const gk_kernel_args* args) {
     State* s = static_cast<State*>(state);
-    const std::string op = args && args->op ? args->op : "(null op)";
-    try {
-      if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
-        fail(GK_INVALID_ARGUMENT, "malformed gk_kernel_args");
-      }
-      s->impl.launch(*args);
-      return GK_OK;
-    } catch (const Failure& e) {
-      if (!e.message.empty()) report(s->host, about(op, e.message));
-      return e.status;
-    } catch (const std::bad_alloc&) {
-      report(s->host, op + ": out of host memory");
-      return GK_RESOURCE_EXHAUSTED;
-    } catch (const std::exception& e) {
-      report(s->host, about(op, e.what()));
-      return GK_INTERNAL;
-    } catch (...) {
-      report(s->host, op + ": unknown exception");
-      return GK_INTERNAL;
-    }
+    const char* op = args && args->op ? args->op : "(null op)";
+    auto about_op = [op](const std::string& text) { return about(op, text); };
+    return detail::catch_all(
+        s->host,
+        [&] {
+          if (args == nullptr || args->struct_size < GK_KERNEL_ARGS_SIZE || args->op == nullptr) {
+            fail(GK_INVALID_ARGUMENT, "malformed gk_kernel_args");
+          }
+          s->impl.launch(*args);
+        },
+        about_op, [&](gk_status, const std::string& text) { return about_op(text); });
   }
 
   /* A kernel plugin: no model API (gk_model_api). */
