@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import gpukit
-from gpukit import jit
+from gpukit import _jit_module, jit
 
 
 class _LibWithoutLaunch:
@@ -61,11 +61,11 @@ def main():
     dev = gpukit.runtime().device("cpu")
     x = gpukit.zeros(1024, device=dev)
     y = gpukit.zeros(1024, device=dev)
-    function = jit.Function(_Module(dev), "bench_axpy", jit.ffi.NULL)
+    function = _jit_module.Function(_Module(dev), "bench_axpy", jit.ffi.NULL)
     kernel = jit.RawKernel("", "bench_axpy")
     kernel._by_device[(id(dev.runtime), dev.id)] = function
     a, n = np.float32(1.0), np.int32(1024)
-    jit.lib = _LibWithoutLaunch(jit.lib)
+    _jit_module.lib = _LibWithoutLaunch(_jit_module.lib)
     rows = [("Function(grid, block, (GPUArray, GPUArray, f32, i32))",
              lambda: function((4,), (256,), (x, y, a, n))),
             ("RawKernel(grid, block, (GPUArray, GPUArray, f32, i32))",

@@ -63,7 +63,7 @@ def cases():
 def raw_call(op, inputs, outs, attrs):
     """A no-Python-work gk_op_call (gk_op_call_alloc + release when `outs` is None): every
     C structure built once, up front."""
-    from gpukit._array import _attrs
+    from gpukit._call import _attrs
 
     given = list(outs) if outs is not None else []
     tensors = ffi.new("gk_tensor*[]", len(inputs) + len(given))

@@ -177,4 +177,7 @@ def write(name, path):
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit(__doc__)
+    import golden_weights  # beside this file: writes the models' weights from weights.json
+
+    golden_weights.ensure([sys.argv[1]])
     write(sys.argv[1], sys.argv[2])

@@ -9,11 +9,16 @@ Needs torch, transformers and safetensors (the versions used are in golden/READM
 CI does not run this script (PyPI's torch is too heavy); it compares against its output.
 
 Every model is built from a config, its weights are re-initialised from a fixed-seed
-normal in float32, and attention is the eager implementation, so that the output is
-deterministic and any loader can reproduce it from config.json + model.safetensors alone.
+NumPy normal (golden_weights.py), and attention is the eager implementation, so that the
+output is deterministic and any loader can reproduce it from config.json + model.safetensors
+alone. The weights are not stored: each folder keeps weights.json (seed, scales, tensor
+names and shapes) and golden_weights.py writes model.safetensors from it, bit for bit the
+weights the goldens were computed with (write() checks it against what save_pretrained
+saved).
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -24,7 +29,10 @@ from safetensors.numpy import load_file, save_file
 from transformers import (AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig,
                           Qwen2Config, Qwen3Config)
 
-GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_weights  # noqa: E402
+
+GOLDEN_DIR = golden_weights.GOLDEN_DIR
 
 VOCAB = 320
 MAX_POS = 256
@@ -42,6 +50,9 @@ MIN_MARGIN = 5e-3
 # all alike would not test the decode path's positions. Fewer distinct tokens than this in
 # either sequence also moves on to the next seed.
 MIN_DISTINCT = 8
+# The greedy tokens must not hold the end-of-sequence id: generate() (cross_check, which
+# asks for min_new_tokens) and a runner asked for 32 tokens would stop or steer away there.
+# Such a seed moves on too.
 SEED_STRIDE = 1000
 SEED_TRIES = 20
 
@@ -151,33 +162,26 @@ def make_configs():
     }
 
 
-def is_norm_weight(name):
-    return name.endswith(".weight") and (
-        "norm" in name or ".ln_" in name or name.endswith("ln_f.weight")
-    )
-
-
-def reinit(model, seed):
-    """Overwrite every parameter from one seeded generator, in name order."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in sorted(model.named_parameters()):
-            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-            if is_norm_weight(name):
-                p.copy_(1.0 + NORM_NOISE * noise)
-            else:
-                # Biases (qwen2 q/k/v, all of gpt2) get the same std: non-zero on purpose.
-                p.copy_(WEIGHT_STD * noise)
+def weight_spec(model, seed):
+    """What weights.json holds: enough for golden_weights.py to make every parameter.
+    Biases (qwen2 q/k/v, all of gpt2) get the matrices' std: non-zero on purpose."""
+    return {"seed": seed, "weight_std": WEIGHT_STD, "norm_noise": NORM_NOISE,
+            "tensors": [[name, list(p.shape)] for name, p in sorted(model.named_parameters())]}
 
 
 def build(name, seed, config):
-    torch.manual_seed(seed)
+    """The model with every parameter overwritten by golden_weights' values; and its
+    weight spec."""
     model = AutoModelForCausalLM.from_config(
         config, attn_implementation="eager", dtype=torch.float32
     )
     model.eval()
-    reinit(model, seed)
-    return model
+    spec = weight_spec(model, seed)
+    weights = golden_weights.make_weights(spec)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            p.copy_(torch.from_numpy(weights[pname]))
+    return model, spec
 
 
 def margin(logits_row):
@@ -265,14 +269,16 @@ def check_rope_llama3(model):
 def write(name, base_seed, config):
     for attempt in range(SEED_TRIES):
         seed = base_seed + SEED_STRIDE * attempt
-        model = build(name, seed, config)
+        model, spec = build(name, seed, config)
         ga = run_prompt(model, PROMPT_A)
         gb = run_prompt(model, PROMPT_B)
         low = min(ga["decode_margin"].min(), gb["decode_margin"].min())
         distinct = min(len(set(g["decode_tokens"].tolist())) for g in (ga, gb))
-        if low >= MIN_MARGIN and distinct >= MIN_DISTINCT:
+        eos = any(config.eos_token_id in g["decode_tokens"].tolist() for g in (ga, gb))
+        if low >= MIN_MARGIN and distinct >= MIN_DISTINCT and not eos:
             break
-        print(f"{name}: seed {seed}: min margin {low:.2e}, {distinct} distinct tokens; next seed")
+        print(f"{name}: seed {seed}: min margin {low:.2e}, {distinct} distinct tokens"
+              f"{', end-of-sequence token' if eos else ''}; next seed")
     else:
         raise SystemExit(f"{name}: no acceptable seed in {SEED_TRIES} tries")
     out_dir = os.path.join(GOLDEN_DIR, name)
@@ -288,6 +294,17 @@ def write(name, base_seed, config):
         assert "lm_head.weight" not in saved, f"{name}: tied model saved lm_head.weight"
     else:
         assert "lm_head.weight" in saved, f"{name}: untied model lacks lm_head.weight"
+    # HF's file is replaced by golden_weights' (the one tests make): the same tensors,
+    # bit for bit.
+    with open(os.path.join(out_dir, "weights.json"), "w") as f:
+        json.dump(spec, f, separators=(",", ":"))
+        f.write("\n")
+    os.remove(os.path.join(out_dir, "model.safetensors"))
+    golden_weights.ensure([name])
+    ours = load_file(os.path.join(out_dir, "model.safetensors"))
+    assert sorted(ours) == sorted(saved), f"{name}: weights.json names other tensors"
+    for key, value in saved.items():
+        assert np.array_equal(ours[key], value), f"{name}: {key} differs from HF's"
 
     golden = dict(ga)
     golden.update({k + "_b": v for k, v in gb.items()})
@@ -316,8 +333,7 @@ def write(name, base_seed, config):
         plain, scaled, ratio, changed = check_rope_llama3(model)
         assert changed > 0, "llama3 rope scaling changes no frequency"
         notes.append(f"llama3 inv_freq plain/scaled ratio: {np.round(ratio, 4).tolist()}")
-    size = os.path.getsize(os.path.join(out_dir, "model.safetensors"))
-    print(f"{name}: seed {seed}, model.safetensors {size} bytes, {len(saved)} tensors")
+    print(f"{name}: seed {seed}, {len(saved)} tensors")
     for n in notes:
         print("   ", n)
 
@@ -326,6 +342,7 @@ def write(name, base_seed, config):
 def check(name):
     """Reload from disk (the path a loader takes) and reproduce the goldens."""
     out_dir = os.path.join(GOLDEN_DIR, name)
+    golden_weights.ensure([name])
     model = AutoModelForCausalLM.from_pretrained(
         out_dir, attn_implementation="eager", dtype=torch.float32
     )

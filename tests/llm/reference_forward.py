@@ -375,7 +375,10 @@ def golden_names():
 
 
 def main(argv):
+    import golden_weights  # beside this file: writes the models' weights from weights.json
+
     names = argv or golden_names()
+    golden_weights.ensure(names)
     for name in names:
         print(f"{name}: max row relative error {check_golden(name):.2e}, tokens identical")
     return 0

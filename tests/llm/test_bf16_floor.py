@@ -67,17 +67,20 @@ def floors():
 
 
 def test_rounding_the_weights_alone_exceeds_2e2_on_qwen2_and_smollm2(floors):
-    # Measured: llama 1.6e-2, llama3 1.6e-2, mistral 1.8e-2, qwen2 2.8e-2, qwen3 1.3e-2,
-    # smollm2 2.4e-2, gpt2 8.3e-3.
+    # Measured: llama 1.8e-2, llama3 2.2e-2, mistral 2.3e-2, qwen2 2.5e-2, qwen3 1.7e-2,
+    # smollm2 2.2e-2, gpt2 8.2e-3.
     print({n: f"{e:.2e}" for n, e in floors.items()})
     assert floors["qwen2"] > 2e-2 and floors["smollm2"] > 2e-2
     assert all(e < 3e-2 for e in floors.values())
 
 
-@pytest.mark.parametrize("name", ["llama", "smollm2"])
-def test_one_more_rounding_point_costs_about_as_much_as_the_weights(name):
+@pytest.mark.parametrize("name", ["llama", "mistral"])
+def test_one_more_rounding_point_can_raise_the_worst_row_past_the_floor(name):
     """The KV cache in bf16 (keys after rotary, values), nothing else rounded but the
-    weights: the error grows by about 1e-2 over the floor on its own."""
+    weights: on llama and mistral the worst row grows by 4.0e-3 and 2.4e-3 over the floor
+    on its own. (Not on every model: the worst row's errors may partly cancel, by up to
+    2e-3 here on smollm2, llama3 and qwen2; the bound of model_test.cpp covers the
+    larger case.)"""
     base = bf16_model(name)
     floor = worst_row_error(base, name)
     append = ref.KVCache.append

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gpukit
-from gpukit import _array, ffi
+from gpukit import _call, ffi
 
 
 def arr(*shape, dtype=np.float32, device="cpu", seed=0):
@@ -19,7 +19,7 @@ def arr(*shape, dtype=np.float32, device="cpu", seed=0):
 
 
 def test_gpukit_call_is_the_single_python_implementation():
-    assert gpukit.call is _array.call
+    assert gpukit.call is _call.call
     assert not hasattr(gpukit, "CALL_PATH")
     for name in ("gpukit._compiled_call", "gpukit._call_path"):
         assert importlib.util.find_spec(name) is None, f"{name} is still importable"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gpukit
-from gpukit import _array
+from gpukit import _call
 
 
 def test_created_outputs_follow_shapes_dtypes_and_attributes():
@@ -51,19 +51,19 @@ def test_a_call_while_every_pooled_structure_is_in_use_makes_its_own():
     g, h = gpukit.asarray(a, device="cpu"), gpukit.asarray(a * 10, device="cpu")
     out = gpukit.empty((4,), np.float32, device="cpu")
     gpukit.add(g, g, out=out)  # the pool holds at least one
-    held = list(_array._scratch_pool)
-    _array._scratch_pool.clear()  # all taken, as by calls in progress
+    held = list(_call._scratch_pool)
+    _call._scratch_pool.clear()  # all taken, as by calls in progress
     snapshot = [[s.tensors[i] for i in range(3)] for s in held]
     try:
         np.testing.assert_array_equal(gpukit.add(g, h, out=out).to_numpy(), a * 11)
         np.testing.assert_array_equal((g * h).to_numpy(), a * a * 10)
         assert [[s.tensors[i] for i in range(3)] for s in held] == snapshot  # untouched
-        assert len(_array._scratch_pool) == 1  # the one made for the nested calls, returned
+        assert len(_call._scratch_pool) == 1  # the one made for the nested calls, returned
         with pytest.raises(gpukit.InvalidArgument, match=r"inputs\[1\] has type object"):
             gpukit.call("add", [g, object()])  # a failed call returns its structures too
-        assert len(_array._scratch_pool) == 1
+        assert len(_call._scratch_pool) == 1
     finally:
-        _array._scratch_pool.extend(held)
+        _call._scratch_pool.extend(held)
     np.testing.assert_array_equal((g + h).to_numpy(), a * 11)
 
 
@@ -150,7 +150,7 @@ def test_attributes_encoded_once_still_follow_each_calls_values():
 
 
 def test_attribute_keys_tell_types_apart_and_skip_what_they_cannot_name():
-    key = _array._attrs_key
+    key = _call._attrs_key
     assert len({key({"a": 1}), key({"a": 1.0}), key({"a": True})}) == 3
     assert key({"a": 1, "b": 2}) != key({"b": 2, "a": 1})  # order is part of the encoding
     assert key({"axes": [0, 1]}) is not None and key({"axes": [0, 1]}) != key({"axes": [1, 0]})

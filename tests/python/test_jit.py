@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpukit
-from gpukit import jit
+from gpukit import _jit_args, _jit_elementwise, _jit_module, jit
 
 SCALE = r'''
 extern "C" __global__ void scale(float* x, float factor, int n) {
@@ -100,7 +100,7 @@ def test_the_cpu_device_cannot_launch(cache_dir):
 
 def test_bad_arguments_are_refused_before_compiling():
     with pytest.raises(ValueError, match="grid must be 1 to 3 extents"):
-        jit._dims((0,), "grid")
+        _jit_args._dims((0,), "grid")
     with pytest.raises(ValueError, match="not 'type name'"):
         gpukit.ElementwiseKernel("float32", "float32 z", "z = 1", "k")
     with pytest.raises(ValueError, match="neither a dtype"):
@@ -108,8 +108,8 @@ def test_bad_arguments_are_refused_before_compiling():
     with pytest.raises(ValueError, match="names no output"):
         gpukit.ElementwiseKernel("T x", "", "x", "k")
     with pytest.raises(ValueError, match="do not broadcast"):
-        jit._broadcast_shape([(3, 4), (5,)])
-    assert jit._broadcast_shape([(3, 1), (4,), ()]) == (3, 4)
+        _jit_elementwise._broadcast_shape([(3, 4), (5,)])
+    assert _jit_elementwise._broadcast_shape([(3, 1), (4,), ()]) == (3, 4)
 
 
 @needs_nvrtc
@@ -190,19 +190,19 @@ def test_arguments_become_the_kernel_parameter_kinds():
     x = gpukit.zeros(4, device="cpu")
     args = (x, np.float32(1.5), np.int32(4), np.int64(-5), np.float64(2.5), 3, 2.5, True,
             b"abcd", np.float16(1), None)
-    array, n, keep = jit._pack(args)
+    array, n, keep = _jit_args._pack(args)
     assert n == len(args)
     kinds = [array[i].kind for i in range(n)]
-    assert kinds == [jit._ARG_TENSOR, jit._ARG_F32, jit._ARG_I32, jit._ARG_I64, jit._ARG_F64,
-                     jit._ARG_I32, jit._ARG_F32, jit._ARG_I32, jit._ARG_BYTES, jit._ARG_BYTES,
-                     jit._ARG_POINTER]
+    a = _jit_args
+    assert kinds == [a._ARG_TENSOR, a._ARG_F32, a._ARG_I32, a._ARG_I64, a._ARG_F64, a._ARG_I32,
+                     a._ARG_F32, a._ARG_I32, a._ARG_BYTES, a._ARG_BYTES, a._ARG_POINTER]
     assert array[1].value.f32 == 1.5 and array[3].value.i64 == -5 and array[5].value.i32 == 3
     assert array[8].size == 4 and array[9].size == 2 and array[10].value.u64 == 0
     with pytest.raises(OverflowError, match="does not fit a 32-bit int"):
-        jit._pack((2 ** 40,))
+        _jit_args._pack((2 ** 40,))
     with pytest.raises(TypeError, match="is no kernel argument"):
-        jit._pack((object(),))
-    assert jit._dims(4, "grid") == (4, 1, 1) and jit._dims((2, 3), "grid") == (2, 3, 1)
+        _jit_args._pack((object(),))
+    assert _jit_args._dims(4, "grid") == (4, 1, 1) and _jit_args._dims((2, 3), "grid") == (2, 3, 1)
 
 
 _FRESH_PROCESS_HIT = r'''
@@ -267,11 +267,11 @@ class _Module:
 
 
 def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch):
-    recording = _RecordingLib(jit.lib)
-    monkeypatch.setattr(jit, "lib", recording)
+    recording = _RecordingLib(_jit_module.lib)
+    monkeypatch.setattr(_jit_module, "lib", recording)
     dev = gpukit.runtime().device("cpu")
     x = gpukit.zeros(4, device=dev)
-    f = jit.Function(_Module(dev), "k", jit.ffi.NULL)
+    f = _jit_module.Function(_Module(dev), "k", jit.ffi.NULL)
     array = f._args
     tensor = int(jit.ffi.cast("uintptr_t", x._t))
     f((4,), (256,), (x, np.float32(1.5), np.int32(7)))
@@ -280,10 +280,11 @@ def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch)
     assert f._args is array, "the argument array is reused"
     (g0, b0, s0, a0, _), (g1, b1, s1, a1, _), (g2, b2, s2, _, st2) = recording.launches
     assert (g0, b0, s0) == ((4, 1, 1), (256, 1, 1), 0)
-    assert a0[0] == (jit._ARG_TENSOR, tensor) and a0[2] == (jit._ARG_I32, 7)
-    assert a0[1][0] == jit._ARG_F32 and len(a0) == 3
+    assert a0[0] == (_jit_args._ARG_TENSOR, tensor) and a0[2] == (_jit_args._ARG_I32, 7)
+    assert a0[1][0] == _jit_args._ARG_F32 and len(a0) == 3
     assert (g1, b1, s1) == ((2, 1, 1), (32, 2, 1), 64) and s2 == 0
-    assert [k for k, _ in a1] == [jit._ARG_TENSOR, jit._ARG_I64, jit._ARG_I32, jit._ARG_F32]
+    assert [k for k, _ in a1] == [_jit_args._ARG_TENSOR, _jit_args._ARG_I64, _jit_args._ARG_I32,
+                                  _jit_args._ARG_F32]
     assert a1[1][1] == 2 ** 64 - 1 and a1[2][1] & 0xFFFFFFFF == 9
     assert st2 == jit.ffi.NULL
     # More arguments than the array holds: a bigger one, the same values.
@@ -298,15 +299,16 @@ def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch)
 
 def _meaningful(kind, bits):
     """(kind, the value's bits the kernel reads): 4 bytes for the 32-bit kinds."""
-    return kind, bits & 0xFFFFFFFF if kind in (jit._ARG_I32, jit._ARG_U32, jit._ARG_F32) else bits
+    narrow = (_jit_args._ARG_I32, _jit_args._ARG_U32, _jit_args._ARG_F32)
+    return kind, bits & 0xFFFFFFFF if kind in narrow else bits
 
 
 def test_the_generated_packer_writes_what_the_general_path_writes(monkeypatch):
-    recording = _RecordingLib(jit.lib)
-    monkeypatch.setattr(jit, "lib", recording)
+    recording = _RecordingLib(_jit_module.lib)
+    monkeypatch.setattr(_jit_module, "lib", recording)
     dev = gpukit.runtime().device("cpu")
     x, y = gpukit.zeros(4, device=dev), gpukit.ones(3, device=dev)
-    f = jit.Function(_Module(dev), "k", jit.ffi.NULL)
+    f = _jit_module.Function(_Module(dev), "k", jit.ffi.NULL)
     cases = [(x, y, np.float32(1.5), np.int32(-7)),
              (x, np.int64(-(2 ** 40)), np.uint64(2 ** 63 + 5), np.float64(-2.25), np.uint32(9)),
              (y, 3, -2.5, True, False),
@@ -316,18 +318,18 @@ def test_the_generated_packer_writes_what_the_general_path_writes(monkeypatch):
         f(1, 1, args)  # the first launch with these types packs argument by argument
         f(1, 1, args)  # the second generates the packer (unless another launch did)
         first, second = ([_meaningful(*a) for a in launch[3]] for launch in recording.launches[-2:])
-        general, n, keep = jit._pack(args)
+        general, n, keep = _jit_args._pack(args)
         assert [_meaningful(general[i].kind, general[i].value.u64) for i in range(n)] == \
             first == second, args
-    assert f._packer is jit._packer_for((gpukit.GPUArray, np.float32, np.int32))
+    assert f._packer is _jit_args._packer_for((gpukit.GPUArray, np.float32, np.int32))
     # A value the packed layout cannot hold goes to the general path, which names it.
     with pytest.raises(OverflowError, match="argument 1: .* does not fit a 32-bit int"):
         f(1, 1, (x, 2 ** 40, np.int32(1)))
     # Types without a fixed layout (bytes, None) take the general path every time.
     f(1, 1, (x, b"abcd", None))
-    assert [k for k, _ in recording.launches[-1][3]] == [jit._ARG_TENSOR, jit._ARG_BYTES,
-                                                         jit._ARG_POINTER]
-    assert jit._packer_for((gpukit.GPUArray, bytes, type(None))) is None
+    assert [k for k, _ in recording.launches[-1][3]] == \
+        [_jit_args._ARG_TENSOR, _jit_args._ARG_BYTES, _jit_args._ARG_POINTER]
+    assert _jit_args._packer_for((gpukit.GPUArray, bytes, type(None))) is None
 
 
 def test_register_op_refuses_what_is_no_kernel():

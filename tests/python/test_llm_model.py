@@ -1,13 +1,23 @@
 """gpukit.llm over the C ABI's model calls, on the golden models of tests/llm/golden (the
 C++ suite llm_model_tests checks every row of logits; here the Python surface)."""
 import os
+import sys
 
 import numpy as np
 import pytest
 
 import gpukit
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "..", "llm", "golden")
+LLM_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "llm")
+GOLDEN = os.path.join(LLM_TESTS, "golden")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def golden_model_weights():
+    """The golden models' model.safetensors, written from their weights.json."""
+    sys.path.insert(0, LLM_TESTS)
+    import golden_weights
+    golden_weights.ensure()
 
 
 def _golden(name, key):

@@ -522,7 +522,7 @@ def test_packed_arrays_refuse_element_views_with_a_clear_error(gguf_file):
 
 def test_block_table_agrees_with_the_library_and_gguf_py():
     gguf = _need("gguf")
-    from gpukit._array import _PACKED
+    from gpukit._dtypes import _PACKED
     for gk, (name, block, block_bytes) in _PACKED.items():
         out = ffi.new("uint32_t*")
         assert lib.gk_dtype_block(gk, out) == block and out[0] == block_bytes, name

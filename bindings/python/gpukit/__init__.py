@@ -8,10 +8,14 @@ C ABI (cffi, ABI mode).
 from __future__ import annotations
 
 from . import errors
-from ._array import (DLDeviceType, GPUArray, absolute, add, arange, asarray, bfloat16, call,
-                     divide, empty, equal, from_dlpack, from_numpy, full, greater,
-                     greater_equal, less, less_equal, matmul, max, mean, min, multiply,
-                     negative, not_equal, ones, softmax, subtract, sum, zeros)
+from ._array import GPUArray
+from ._call import call
+from ._creation import arange, asarray, empty, from_dlpack, from_numpy, full, ones, zeros
+from ._dlpack import DLDeviceType
+from ._dtypes import bfloat16
+from ._operators import (absolute, add, divide, equal, greater, greater_equal, less, less_equal,
+                         matmul, max, mean, min, multiply, negative, not_equal, softmax,
+                         subtract, sum)
 from ._lib import HEADER_PATHS, LIBRARY_PATH, ffi, lib
 from ._runtime import (Device, Event, Runtime, Stream, current_stream, default_device, devices,
                        explain, info, memory_stats, ops, plugins, runtime, set_memory_budget)

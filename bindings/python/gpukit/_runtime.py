@@ -5,6 +5,7 @@ import contextvars
 import json
 import threading
 
+from ._dtypes import _desc_for, _gk_dtype
 from ._lib import check, ffi, lib, take_string
 from ._units import parse_memory
 
@@ -137,7 +138,9 @@ class Runtime:
     def explain(self, op: str, *inputs, outputs=None, device=None, **attrs) -> dict:
         """How op `op` would be dispatched for `inputs` (GPUArrays or (shape, dtype)
         pairs): {"op", "device", "chosen", "candidates": [...]}. Nothing is run."""
-        from ._array import GPUArray, _attrs, _desc_for, _gk_dtype
+        # Here, not at the top: the array and op-call modules import this one.
+        from ._array import GPUArray
+        from ._call import _attrs, _output_descs
 
         descs, dev = [], None
         for x in inputs:
@@ -149,7 +152,6 @@ class Runtime:
                 descs.append(_desc_for(_gk_dtype(dtype), tuple(shape)))
         dev = self.device(device) if device is not None else (dev or self.device(None))
         if outputs is None and inputs and all(isinstance(x, GPUArray) for x in inputs):
-            from ._array import _output_descs
             try:
                 outputs = _output_descs(self, op, list(inputs), attrs)
             except Exception:  # noqa: BLE001 — explain still lists why candidates decline

@@ -15,14 +15,17 @@ import sys
 import threading
 import time
 
-from ._array import _FLOATING, _GK_NAMES, _PACKED, GPUArray, _dtype_name, _gk_dtype, _resolve
+from ._array import GPUArray
+from ._creation import _resolve
+from ._dtypes import _FLOATING, _GK_NAMES, _PACKED, _dtype_name, _gk_dtype
 from ._lib import check, ffi, lib, take_string
 from ._runtime import current_stream
 
 __all__ = ["Weights", "load_weights"]
 
 _CONVERTIBLE = _FLOATING | set(_PACKED)  # stored dtypes that dtype= converts
-_TARGETS = {1: "f32", 2: "f64", 3: "f16", 4: "bf16"}
+# The dtypes dtype= converts to (gk_dtype -> name): the floating ones.
+_TARGETS = {gk: _GK_NAMES[gk] for gk in sorted(_FLOATING)}
 _PROGRESS_FN = "void(void*, uint64_t, uint64_t)"
 
 
@@ -126,8 +129,7 @@ class Weights(collections.abc.Mapping):
             name = ffi.string(info.name).decode("utf-8", "surrogateescape")
             self._infos[name] = {
                 "name": name,
-                "dtype": _dtype_name(info.dtype) if info.dtype in _GK_NAMES or
-                info.dtype in _PACKED else ffi.string(lib.gk_dtype_name(info.dtype)).decode(),
+                "dtype": ffi.string(lib.gk_dtype_name(info.dtype)).decode(),
                 "shape": tuple(info.shape[d] for d in range(info.ndim)),
                 "bytes": int(info.bytes),
                 "file": ffi.string(info.file).decode("utf-8", "surrogateescape"),

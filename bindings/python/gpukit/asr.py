@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from ._call import call
+from ._creation import asarray
 from ._lib import check, ffi, lib
 from ._runtime import _default_runtime
 
@@ -84,8 +86,6 @@ def log_mel_spectrogram(audio, n_mels: int = 80, *, padding: int = 0, device=Non
     (default: the runtime's default device): float32 [n_mels, samples // 160] (or [batch,
     n_mels, frames]). `padding` zero samples are appended first, as whisper's `padding`
     does. A path is loaded with load_audio first."""
-    from ._array import asarray, call  # here: _array imports this package's runtime first
-
     if isinstance(audio, (str, bytes, os.PathLike)):
         audio = load_audio(audio, runtime=runtime)
     samples = np.asarray(audio, dtype=np.float32)

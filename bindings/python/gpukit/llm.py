@@ -19,12 +19,15 @@ import os
 
 import numpy as np
 
-from ._array import _gk_dtype, _resolve
+from ._creation import _resolve
+from ._dtypes import _dtype_name, _gk_dtype
 from ._lib import check, ffi, lib
 
 __all__ = ["Batch", "GeneratedText", "Model", "Session", "load"]
 
-_MODEL_DTYPES = {1: "f32", 3: "f16", 4: "bf16"}
+# The dtypes a model runs in (gk_dtype -> name).
+_MODEL_DTYPES = {gk: _dtype_name(gk) for gk in (lib.GK_DTYPE_F32, lib.GK_DTYPE_F16,
+                                                 lib.GK_DTYPE_BF16)}
 
 
 def _model_dtype(dtype) -> int:
