@@ -55,9 +55,13 @@ CMAKE_ARGS += -DGPUKIT_CUDA_ARCHITECTURES=80-real
 endif
 PYTHON     ?= python3
 
-APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev libgtest-dev \
-                libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev \
-                libpcre2-dev libsndfile1-dev libsoxr-dev libfftw3-dev zlib1g-dev espeak-ng
+# What the library, its plugins and the CLI build against (all `make demo` installs), and what
+# only the tests add: GoogleTest, Google Benchmark, and espeak-ng, which speaks the asr tests'
+# sentences.
+BUILD_APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-dev \
+                      libcli11-dev nlohmann-json3-dev libopenblas-dev libdlpack-dev libpcre2-dev \
+                      libsndfile1-dev libsoxr-dev libfftw3-dev zlib1g-dev
+TEST_APT_PACKAGES := libgtest-dev libbenchmark-dev espeak-ng
 # import-name:pip-name. safetensors and gguf are the reference readers the weights tests
 # compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer; regex
 # and more-itertools are what openai-whisper's English text normalizer imports (tests/asr WER).
@@ -89,19 +93,20 @@ if [ -n "$$missing" ]; then \
   echo "make: installing Debian packages:$$missing"; \
   sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
   $$sudo apt-get update; \
-  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 fi
 endef
 
-# build-deps: what `make demo` needs (Debian packages); deps: that and the Python packages
-# the tests use.
+# build-deps: what `make demo` needs (Debian packages); deps: that, the tests' Debian
+# packages and the Python packages the tests use.
 build-deps:
 ifneq ($(SKIP_DEPS),1)
-	$(call apt_install,$(APT_PACKAGES))
+	$(call apt_install,$(BUILD_APT_PACKAGES))
 endif
 
 deps: build-deps model-deps
 ifneq ($(SKIP_DEPS),1)
+	$(call apt_install,$(TEST_APT_PACKAGES))
 	@missing=""; \
 	for spec in $(PIP_PACKAGES); do \
 	  $(PYTHON) -c "import $${spec%%:*}" >/dev/null 2>&1 || missing="$$missing $${spec##*:}"; \
