@@ -15,22 +15,6 @@
 namespace gk::cli {
 namespace {
 
-struct ModelDeleter {
-  void operator()(gk_model* m) const { gk_model_release(m); }
-};
-struct SessionDeleter {
-  void operator()(gk_session* s) const { gk_session_release(s); }
-};
-struct TokenizerDeleter {
-  void operator()(gk_tokenizer* t) const { gk_tokenizer_release(t); }
-};
-struct DetokenizerDeleter {
-  void operator()(gk_detokenizer* d) const { gk_detokenizer_release(d); }
-};
-struct WeightsCloser {
-  void operator()(gk_weights* w) const { gk_weights_close(w); }
-};
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -39,8 +23,7 @@ double seconds_since(Clock::time_point t0) {
 
 // The tokenizer beside the model: a GGUF file carries its vocabulary; an HF folder holds a
 // tokenizer.json.
-std::unique_ptr<gk_tokenizer, TokenizerDeleter> open_tokenizer(gk_runtime* rt,
-                                                               const std::string& path) {
+TokenizerPtr open_tokenizer(gk_runtime* rt, const std::string& path) {
   gk_tokenizer* tok = nullptr;
   if (std::filesystem::is_directory(path)) {
     const std::string json = (std::filesystem::path(path) / "tokenizer.json").string();
@@ -48,10 +31,10 @@ std::unique_ptr<gk_tokenizer, TokenizerDeleter> open_tokenizer(gk_runtime* rt,
   } else {
     gk_weights* raw = nullptr;
     check(gk_weights_open(rt, path.c_str(), nullptr, &raw), "gk_weights_open");
-    std::unique_ptr<gk_weights, WeightsCloser> weights(raw);
+    WeightsPtr weights(raw);
     check(gk_tokenizer_from_weights(weights.get(), &tok), "gk_tokenizer_from_weights");
   }
-  return std::unique_ptr<gk_tokenizer, TokenizerDeleter>(tok);
+  return TokenizerPtr(tok);
 }
 
 std::vector<int32_t> encode(const gk_tokenizer* tok, const std::string& text, uint32_t flags) {
@@ -102,10 +85,10 @@ int cmd_generate(gk_runtime* rt, int32_t device, const GenerateOptions& o) {
   options.dtype = dtype;
   gk_model* raw_model = nullptr;
   check(gk_model_load(rt, o.model.c_str(), &options, &raw_model), "gk_model_load");
-  std::unique_ptr<gk_model, ModelDeleter> model(raw_model);
+  ModelPtr model(raw_model);
   gk_session* raw_session = nullptr;
   check(gk_session_create(model.get(), nullptr, &raw_session), "gk_session_create");
-  std::unique_ptr<gk_session, SessionDeleter> session(raw_session);
+  SessionPtr session(raw_session);
   const double load_s = seconds_since(load_start);
   if (terminal) std::fprintf(stderr, "\033[K");  // clears the loading line
 
@@ -122,7 +105,7 @@ int cmd_generate(gk_runtime* rt, int32_t device, const GenerateOptions& o) {
   gk_detokenizer* raw_detok = nullptr;
   check(gk_detokenizer_create(tok.get(), GK_DETOKENIZE_SKIP_SPECIAL, &raw_detok),
         "gk_detokenizer_create");
-  std::unique_ptr<gk_detokenizer, DetokenizerDeleter> detok(raw_detok);
+  DetokenizerPtr detok(raw_detok);
 
   // Prefill is every prompt token but the last, timed alone; generation steps the last one
   // and then decodes, so its time is the decode speed.

@@ -15,16 +15,6 @@
 namespace gk::cli {
 namespace {
 
-struct ModelDeleter {
-  void operator()(gk_model* m) const { gk_model_release(m); }
-};
-struct TensorDeleter {
-  void operator()(gk_tensor* t) const { gk_tensor_release(t); }
-};
-struct TranscriptDeleter {
-  void operator()(gk_transcript* t) const { gk_transcript_release(t); }
-};
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -66,10 +56,10 @@ int cmd_transcribe(gk_runtime* rt, int32_t device, const TranscribeOptions& o) {
   options.dtype = dtype;
   gk_model* raw_model = nullptr;
   check(gk_model_load(rt, o.model.c_str(), &options, &raw_model), "gk_model_load");
-  std::unique_ptr<gk_model, ModelDeleter> model(raw_model);
+  ModelPtr model(raw_model);
   gk_tensor* raw_audio = nullptr;
   check(gk_audio_load(rt, o.file.c_str(), 16000, nullptr, &raw_audio), "gk_audio_load");
-  std::unique_ptr<gk_tensor, TensorDeleter> audio(raw_audio);
+  TensorPtr audio(raw_audio);
   gk_tensor_desc desc{};
   desc.struct_size = sizeof desc;
   check(gk_tensor_get_desc(audio.get(), &desc), "gk_tensor_get_desc");
@@ -87,7 +77,7 @@ int cmd_transcribe(gk_runtime* rt, int32_t device, const TranscribeOptions& o) {
   const Clock::time_point start = Clock::now();
   gk_transcript* raw = nullptr;
   check(gk_asr_transcribe(model.get(), audio.get(), &t, &raw), "gk_asr_transcribe");
-  std::unique_ptr<gk_transcript, TranscriptDeleter> transcript(raw);
+  TranscriptPtr transcript(raw);
   const double seconds = seconds_since(start);
   if (terminal) std::fprintf(stderr, "\033[K");
 

@@ -1,3 +1,5 @@
+// Whole on purpose (over 600 lines): one kernel (STYLE.md: one op per .cu/.cuh pair) and the
+// host code that launches it.
 // sm90_gemm_tma_ws.cu — see sm90_gemm_tma_ws.cuh for the tiling.
 #include "sm90_gemm_tma_ws.cuh"
 

@@ -1,3 +1,5 @@
+// Whole on purpose (over 600 lines): one op family (STYLE.md); the strided, contiguous and
+// tiled kernels share the functors and the broadcast/merge host code that picks among them.
 // Elementwise unary / binary / comparison / gated / cast.
 //
 // Host: broadcast inputs to out's shape (stride 0), drop size-1 dims, merge dims that

@@ -1,3 +1,5 @@
+// Whole on purpose (over 600 lines): one op family (STYLE.md); the packed, cached and chunked
+// kernels share one Params type and the host code that picks among them.
 // layernorm / rmsnorm (+ residual add), over the last axis of length H.
 //
 // CACHED (last-axis stride 1 everywhere, H ≤ 32768): one read of x (and residual),

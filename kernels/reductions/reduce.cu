@@ -1,3 +1,5 @@
+// Whole on purpose (over 600 lines): one op family (STYLE.md); the row, column and finalize
+// kernels share the host-side dim merging that picks among them.
 // Reductions over any set of axes.
 //
 // Host: split x's dims into kept (M outputs) and reduced (K elements each), drop

@@ -1,3 +1,5 @@
+// Whole on purpose (a few lines over 600): one concept, Whisper's transcription: its vocabulary,
+// the Transcriber's decoding loop and the gk_transcript handle it fills, with its accessors.
 // gk_asr_transcribe (ABI 1.11): Whisper's greedy transcription as openai-whisper's
 // transcribe() and DecodingTask do it, over the public model API (gk_session_encode,
 // gk_session_step), the log_mel_spectrogram op and the tokenizer:

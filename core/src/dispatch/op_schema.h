@@ -112,6 +112,8 @@ class OpRegistry {
 
 // "[2, 3, 4]".
 std::string shape_text(const gk_tensor_desc& desc);
+// "f32, f64": dtype names for a message.
+std::string dtype_list(const std::vector<int32_t>& dtypes);
 // The element count of a descriptor that check_desc accepted (it cannot overflow then).
 int64_t numel(const gk_tensor_desc& desc);
 

@@ -11,17 +11,13 @@
 #include "runtime/runtime.h"
 #include "scheduler/green_contexts.h"
 #include "scheduler/sm_granules.h"
+#include "scheduler/scheduler_state.h"
 
 namespace gk {
 
 namespace {
 
-constexpr size_t kTaskEventLimit = 256;
 constexpr size_t kNameLimit = 128;
-
-bool terminal(int32_t state) {
-  return state == GK_TASK_COMPLETED || state == GK_TASK_FAILED || state == GK_TASK_CANCELLED;
-}
 
 // The legal moves of the state machine (see scheduler.h).
 bool legal(int32_t from, int32_t to) {
@@ -120,17 +116,6 @@ Task::~Task() {
   api.cuCtxPopCurrent(&popped);
   if (green_contexts) green_contexts->destroy(green_context);
 }
-
-struct Scheduler::DeviceState {
-  const Device* device;
-  Admission admission;
-  PacingConfig pacing;
-  std::unique_ptr<GreenContexts> green;    // CUDA devices
-  std::unique_ptr<SmGranules> granules;    // when green contexts are available
-  int least_priority = 0, greatest_priority = 0;
-  std::vector<Task*> live;                 // non-terminal tasks
-  std::vector<Task*> tasks;                // by id order, for lookups on admission
-};
 
 Scheduler::Scheduler(Runtime& runtime) : runtime_(runtime) {
   devices_.resize(runtime.devices().devices().size());
@@ -340,7 +325,7 @@ void Scheduler::transition(Task& task, int32_t to, const std::string& reason) {
                                      task_state_name(task.state) + " to " + task_state_name(to));
   }
   if (to == GK_TASK_RUNNING && task.state == GK_TASK_ADMITTED) task.started_ns = now();
-  if (terminal(to)) release(task, to);
+  if (task_state_terminal(to)) release(task, to);
   set_state(task, to, reason);
 }
 
@@ -401,12 +386,12 @@ void Scheduler::retire(Task& task) {
   bool active;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    active = !terminal(task.state);
+    active = !task_state_terminal(task.state);
   }
   if (active) {
     drain(task);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!terminal(task.state)) {
+    if (!task_state_terminal(task.state)) {
       release(task, GK_TASK_CANCELLED);
       set_state(task, GK_TASK_CANCELLED, "cancelled: its handle was destroyed");
     }
@@ -444,7 +429,7 @@ void Scheduler::charge_buffer(Task& task, gk_buffer* buffer) {
 
 cuda::CUstream Scheduler::create_stream(Task& task) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (task.state == GK_TASK_PENDING || terminal(task.state)) {
+  if (task.state == GK_TASK_PENDING || task_state_terminal(task.state)) {
     fail(GK_FAILED_PRECONDITION, "gk_task_stream_create: task '" + task.spec.name + "' is " +
                                      task_state_name(task.state) + " (" + task.reason +
                                      "); streams are made for admitted tasks");
@@ -486,7 +471,7 @@ void Scheduler::before_launch(Task& task) {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (task.state == GK_TASK_PENDING || terminal(task.state)) {
+      if (task.state == GK_TASK_PENDING || task_state_terminal(task.state)) {
         fail(GK_FAILED_PRECONDITION, "task '" + task.spec.name + "' is " +
                                          task_state_name(task.state) + " (" + task.reason +
                                          "): it cannot launch work");
@@ -560,129 +545,6 @@ void Scheduler::after_launch(Task& task, cuda::CUstream stream) {
   task.inflight.push_back(e);
 }
 
-gk_task_info Scheduler::info(Task& task) {
-  MemoryOwner usage = runtime_.memory().pool(*task.device).owner_usage(task.owner);
-  std::lock_guard<std::mutex> lock(mutex_);
-  gk_task_info i{};
-  i.state = task.state;
-  i.qos = int32_t(task.spec.qos);
-  i.device = task.device->id;
-  i.priority = task.spec.priority;
-  i.stream_priority = task.stream_priority;
-  i.sm_partition = task.partition_sms;
-  i.memory_reserved = task.state == GK_TASK_PENDING || terminal(task.state) ? 0 : task.reserved.memory;
-  i.memory_in_use = usage.in_use;
-  i.memory_peak = usage.peak;
-  i.ops_launched = task.ops_launched;
-  i.throttle_count = task.throttle_count;
-  i.throttled_ns = task.throttled_ns;
-  i.created_ns = task.created_ns;
-  i.admitted_ns = task.admitted_ns;
-  i.started_ns = task.started_ns;
-  i.finished_ns = task.finished_ns;
-  i.reason = task.reason.c_str();
-  return i;
-}
-
-namespace {
-
-nlohmann::ordered_json task_json(const Task& t, const MemoryOwner& usage) {
-  nlohmann::ordered_json j;
-  j["id"] = t.id;
-  j["name"] = t.spec.name;
-  j["device"] = t.device->id;
-  j["qos"] = qos_name(t.spec.qos);
-  j["priority"] = t.spec.priority;
-  j["state"] = task_state_name(t.state);
-  j["reason"] = t.reason;
-  j["memory"] = {{"request", t.spec.memory_request},
-                 {"limit", t.spec.qos == Qos::kGuaranteed ? t.spec.memory_request : t.spec.memory_limit},
-                 {"in_use", usage.in_use},
-                 {"peak", usage.peak}};
-  j["sm"] = {{"request", t.spec.sm_request},
-             {"limit", t.spec.sm_limit},
-             {"reserved", t.reserved.sms},
-             {"partition", t.partition_sms},
-             {"partition_kind", t.partition_sms ? (t.exclusive ? "exclusive" : "shared") : "none"}};
-  j["stream_priority"] = t.stream_priority;
-  j["ops_launched"] = t.ops_launched;
-  j["pacing"] = {{"throttle_count", t.throttle_count},
-                 {"throttled_ns", t.throttled_ns},
-                 {"inflight", t.inflight.size()}};
-  j["times_ns"] = {{"created", t.created_ns},
-                   {"admitted", t.admitted_ns},
-                   {"started", t.started_ns},
-                   {"finished", t.finished_ns}};
-  return j;
-}
-
-}  // namespace
-
-std::string Scheduler::events_json(Task& task) {
-  MemoryPool& pool = runtime_.memory().pool(*task.device);
-  MemoryOwner usage = pool.owner_usage(task.owner);
-  std::vector<OwnerEvent> evictions = pool.owner_events(task.owner);
-  std::lock_guard<std::mutex> lock(mutex_);
-  nlohmann::ordered_json j = task_json(task, usage);
-  std::vector<TaskEvent> all(task.events.begin(), task.events.end());
-  for (auto& e : evictions) all.push_back({e.t_ns, "eviction", e.text});
-  std::stable_sort(all.begin(), all.end(),
-                   [](const TaskEvent& a, const TaskEvent& b) { return a.t_ns < b.t_ns; });
-  if (all.size() > kTaskEventLimit) all.erase(all.begin(), all.end() - kTaskEventLimit);
-  j["events_dropped"] = task.events_dropped + usage.events_dropped;
-  j["events"] = nlohmann::ordered_json::array();
-  for (const auto& e : all) {
-    j["events"].push_back({{"t_ns", e.t_ns}, {"kind", e.kind}, {"text", e.text}});
-  }
-  return json_text(j);
-}
-
-std::string Scheduler::json() {
-  std::vector<std::shared_ptr<Task>> tasks;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& w : tasks_) {
-      if (auto t = w.lock()) tasks.push_back(t);
-    }
-  }
-  std::vector<MemoryOwner> usage;
-  for (auto& t : tasks) usage.push_back(runtime_.memory().pool(*t->device).owner_usage(t->owner));
-  std::lock_guard<std::mutex> lock(mutex_);
-  nlohmann::ordered_json j;
-  j["devices"] = nlohmann::ordered_json::array();
-  for (auto& slot : devices_) {
-    if (!slot) continue;
-    DeviceState& d = *slot;
-    nlohmann::ordered_json dj;
-    dj["device"] = d.device->id;
-    dj["label"] = d.device->label();
-    dj["memory_capacity"] = d.admission.memory_capacity();
-    dj["memory_reserved"] = d.admission.memory_reserved();
-    dj["sm_count"] = d.admission.sm_capacity();
-    dj["sms_reserved"] = d.admission.sms_reserved();
-    dj["stream_priorities"] = {{"least", d.least_priority}, {"greatest", d.greatest_priority}};
-    if (d.granules) {
-      dj["partitions"] = {{"available", true},
-                          {"granule_sms", d.granules->granule_sms()},
-                          {"granules", d.green->granules()},
-                          {"exclusive_free", d.granules->exclusive_free()},
-                          {"remainder_sms", d.green->remainder_sms()}};
-    } else {
-      dj["partitions"] = {{"available", false},
-                          {"why", d.device->is_cuda() ? d.green->why()
-                                                      : std::string("the cpu device has no SMs "
-                                                                    "to partition")}};
-    }
-    dj["pacing"] = {{"best_effort_inflight", d.pacing.best_effort_inflight},
-                    {"guaranteed_idle_us", d.pacing.guaranteed_idle_us},
-                    {"max_hold_us", d.pacing.max_hold_us}};
-    dj["pending"] = d.admission.pending();
-    j["devices"].push_back(dj);
-  }
-  j["tasks"] = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < tasks.size(); ++i) j["tasks"].push_back(task_json(*tasks[i], usage[i]));
-  return json_text(j);
-}
 
 void Scheduler::capacity_changed(const Device& device) {
   std::lock_guard<std::mutex> lock(mutex_);
