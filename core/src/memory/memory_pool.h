@@ -184,7 +184,7 @@ class alignas(64) MemoryPool {
   void free_raw(void* ptr, cuda::CUstream stream, const char* function);
 
   // Streams whose destruction the pool is told of (forget_stream), so that a free there
-  // needs no event at once (stream_order.h). The legacy default stream (nullptr)
+  // needs no event at once (see the top of this file). The legacy default stream (nullptr)
   // is tracked from the start and never forgotten. A stream tracked twice is still tracked
   // once; forgetting an untracked stream does nothing.
   void track_stream(cuda::CUstream stream);
