@@ -69,6 +69,9 @@ class LaunchContext {
   bool pushed_ = false;
 };
 
+// gk_jit_launch: queues `kernel` with `args` (jit_launch.cpp); throws gk::Error.
+void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args);
+
 // In-process state for tests: how many entries the process image table holds, and a way to
 // forget them so the next compile goes to the disk cache.
 void forget_process_images();
