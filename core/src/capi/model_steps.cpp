@@ -42,21 +42,10 @@ TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all
                               std::to_string(start) + " exceed the session's context of " +
                               std::to_string(s.capacity) + " positions");
   }
-  gk_runtime* rt = &m.runtime;
-  auto make = [&](int32_t dtype, std::initializer_list<int64_t> shape) {
-    gk_tensor_desc d{};
-    d.struct_size = sizeof(d);
-    d.dtype = dtype;
-    d.ndim = int32_t(shape.size());
-    int i = 0;
-    for (int64_t v : shape) d.shape[i++] = v;
-    gk_tensor* t = nullptr;
-    check(gk_tensor_create(rt, m.device, &d, nullptr, &t), function);
-    return TensorRef(t);
-  };
-  TensorRef ids = make(GK_DTYPE_I32, {count});
-  TensorRef positions = make(GK_DTYPE_I32, {count});
-  TensorRef logits = make(GK_DTYPE_F32, {all_logits ? count : 1, m.info.vocab_size});
+  TensorRef ids(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
+  TensorRef positions(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
+  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {all_logits ? count : 1, m.info.vocab_size},
+                                     function));
   std::vector<int32_t> pos(static_cast<size_t>(count));
   for (int32_t i = 0; i < count; ++i) pos[size_t(i)] = int32_t(start + i);
   check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
