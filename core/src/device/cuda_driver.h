@@ -26,6 +26,12 @@ constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDefault = 0x0;
 constexpr unsigned kEventDisableTiming = 0x2;
 constexpr CUresult kResultOutOfMemory = 2;
+// The JIT's module and launch calls.
+constexpr CUresult kErrorInvalidValue = 1;
+constexpr CUresult kErrorInvalidImage = 200;
+constexpr CUresult kErrorNoBinaryForGpu = 209;
+constexpr CUresult kErrorNotFound = 500;
+constexpr CUresult kErrorLaunchOutOfResources = 701;
 // The transfer engine: which host memory the DMA engines reach directly, and pinning.
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr unsigned kMemoryTypeUnregistered = 0;  // what cuPointerGetAttributes reports

@@ -18,11 +18,6 @@
 namespace gk::jit {
 namespace {
 
-constexpr cuda::CUresult kErrorInvalidValue = 1;
-constexpr cuda::CUresult kErrorNotFound = 500;
-constexpr cuda::CUresult kErrorInvalidImage = 200;
-constexpr cuda::CUresult kErrorNoBinaryForGpu = 209;
-
 const ModuleDriverApi* module_driver_api(const cuda::Driver& driver) {
   static std::once_flag once;
   static ModuleDriverApi api;
@@ -299,8 +294,8 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
     cuda::CUresult r = loaded->api->cuModuleLoadData(&loaded->native, loaded->image->cubin.data());
     if (r != cuda::kSuccess) {
       loaded->native = nullptr;
-      fail(r == kErrorInvalidImage || r == kErrorNoBinaryForGpu ? GK_FAILED_PRECONDITION
-                                                                : GK_INTERNAL,
+      const bool wrong_image = r == cuda::kErrorInvalidImage || r == cuda::kErrorNoBinaryForGpu;
+      fail(wrong_image ? GK_FAILED_PRECONDITION : GK_INTERNAL,
            "gk_jit_compile: loading the sm_" + std::to_string(spec.sm_version) + " cubin of " +
                spec.program_name + " on " + device.label() + " failed: cuModuleLoadData returned " +
                driver.error_text(r));
@@ -341,7 +336,7 @@ gk_jit_kernel* get_kernel(gk_jit_module& module, const char* name) {
   const cuda::Driver& driver = *m.runtime->devices().driver();
   cuda::ContextGuard guard(driver, m.device->context);
   cuda::CUresult r = m.api->cuModuleGetFunction(&kernel->function, m.native, symbol.c_str());
-  if (r == kErrorNotFound) {
+  if (r == cuda::kErrorNotFound) {
     std::string expressions;
     for (const auto& entry : m.image->lowered_names) {
       expressions += (expressions.empty() ? "" : ", ") + entry.first;
@@ -362,7 +357,7 @@ gk_jit_kernel* get_kernel(gk_jit_module& module, const char* name) {
       size_t offset = 0, size = 0;
       const cuda::CUresult info = m.api->cuFuncGetParamInfo(kernel->function, i, &offset, &size);
       if (info != cuda::kSuccess) {
-        kernel->params_known = info == kErrorInvalidValue;
+        kernel->params_known = info == cuda::kErrorInvalidValue;
         break;
       }
       kernel->param_sizes.push_back(size);

@@ -11,9 +11,6 @@
 namespace gk::jit {
 namespace {
 
-constexpr cuda::CUresult kErrorInvalidValue = 1;
-constexpr cuda::CUresult kErrorLaunchOutOfResources = 701;
-
 const char* kind_name(int32_t kind) {
   switch (kind) {
     case GK_JIT_ARG_TENSOR: return "tensor";
@@ -127,7 +124,7 @@ void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args) {
       kernel.function, args->grid[0], args->grid[1], args->grid[2], args->block[0],
       args->block[1], args->block[2], args->shared_mem_bytes, stream.native,
       count ? params : nullptr, nullptr);
-  if (r == kErrorInvalidValue || r == kErrorLaunchOutOfResources) {
+  if (r == cuda::kErrorInvalidValue || r == cuda::kErrorLaunchOutOfResources) {
     fail(GK_INVALID_ARGUMENT, who() + " refused by the driver (block " +
                                   std::to_string(args->block[0]) + "x" +
                                   std::to_string(args->block[1]) + "x" +
