@@ -88,8 +88,6 @@ gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
     s->capacity = capacity;
     s->k_cache.assign(size_t(c.layers), nullptr);
     s->v_cache.assign(size_t(c.layers), nullptr);
-    s->cross_k.assign(m.builder->encode ? size_t(c.layers) : 0, nullptr);
-    s->cross_v.assign(m.builder->encode ? size_t(c.layers) : 0, nullptr);
     const uint64_t bytes =
         uint64_t(capacity) * uint64_t(c.kv_heads * c.head_dim) * uint64_t(element_size(m.dtype));
     for (size_t i = 0; i < size_t(c.layers); ++i) {
@@ -205,6 +203,35 @@ gk_status session_encode(void* session_ptr, const gk_model_encode_args* args) {
   });
 }
 
+gk_status session_copy(void* dst_ptr, void* src_ptr, void* stream) {
+  return gk::plugin::guard(static_cast<Session*>(src_ptr)->model->host, "llm", [&] {
+    Session& dst = *static_cast<Session*>(dst_ptr);
+    const Session& src = *static_cast<Session*>(src_ptr);
+    if (dst.model != src.model) {
+      fail(GK_INVALID_ARGUMENT, "llm: session_copy: the sessions belong to different models");
+    }
+    if (src.length > dst.capacity) {
+      fail(GK_OUT_OF_RANGE, "llm: session_copy: the source holds " + std::to_string(src.length) +
+                                " positions, more than the destination's " +
+                                std::to_string(dst.capacity));
+    }
+    if (&dst == &src) return;
+    Model& m = *src.model;
+    Ops ops(m.host, m.device, stream);
+    if (src.length > 0) {
+      for (size_t i = 0; i < src.k_cache.size(); ++i) {
+        for (auto cache : {&Session::k_cache, &Session::v_cache}) {
+          Tensor from = src.cache_view(src.*cache, i, 0, src.length);
+          Tensor to = dst.cache_view(dst.*cache, i, 0, src.length);
+          ops.call("cast", {&from}, {&to});
+        }
+      }
+    }
+    dst.cross = src.cross;
+    dst.length = src.length;
+  });
+}
+
 gk_status supports(void*, const gk_kernel_args*, char* reason, size_t capacity) {
   if (reason && capacity) std::snprintf(reason, capacity, "llm is a model plugin and serves no op");
   return GK_UNIMPLEMENTED;
@@ -227,7 +254,7 @@ void shutdown(void*) {}
 
 const gk_model_api kModelApi = {sizeof(gk_model_api), model_create,    model_destroy, model_info,
                                 session_create,       session_destroy, session_step,  batch_step,
-                                session_encode};
+                                session_encode,       session_copy};
 
 const gk_plugin_api kApi = {sizeof(gk_plugin_api),
                             GK_PLUGIN_ABI_VERSION,

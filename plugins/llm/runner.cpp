@@ -318,8 +318,15 @@ Session::~Session() {
   for (void* p : v_cache) {
     if (p) host->free(host->host_context, model->device, p, nullptr);
   }
-  for (const std::vector<void*>* cross : {&cross_k, &cross_v}) {
-    for (void* p : *cross) {
+}
+
+CrossCache::CrossCache(const Model& m)
+    : model(&m), k(m.layers.size(), nullptr), v(m.layers.size(), nullptr) {}
+
+CrossCache::~CrossCache() {
+  const gk_host_services* host = model->host;
+  for (const std::vector<void*>* cache : {&k, &v}) {
+    for (void* p : *cache) {
       if (p) host->free(host->host_context, model->device, p, nullptr);
     }
   }

@@ -212,6 +212,19 @@ struct Model {
   void norms_to_f32();
 };
 
+// An encoded window of an encoder-decoder model: per decoder layer, the cross-attention keys
+// and values [1, length, heads, head_dim] in the model's dtype, from host->alloc. Read-only
+// once made, so the sessions copied from the one that encoded it (beams) share it.
+struct CrossCache {
+  const Model* model = nullptr;
+  std::vector<void*> k, v;
+  int64_t length = 0;
+  explicit CrossCache(const Model& m);
+  ~CrossCache();
+  CrossCache(const CrossCache&) = delete;
+  CrossCache& operator=(const CrossCache&) = delete;
+};
+
 // A sequence and its KV cache: per layer, keys and values [1, capacity, kv_heads, head_dim]
 // in the model's dtype, from host->alloc. Positions [0, length) are filled.
 struct Session {
@@ -219,10 +232,8 @@ struct Session {
   int64_t capacity = 0;
   int64_t length = 0;
   std::vector<void*> k_cache, v_cache;
-  // Encoder-decoder models: per decoder layer, the cross-attention keys and values
-  // [1, cross_length, heads, head_dim] in the model's dtype, set by the builder's encode.
-  std::vector<void*> cross_k, cross_v;
-  int64_t cross_length = 0;
+  // Encoder-decoder models: the window the builder's encode made (null before the first).
+  std::shared_ptr<const CrossCache> cross;
   ~Session();
   Tensor cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
                     int64_t count) const;

@@ -227,26 +227,23 @@ void encode(Session& s, Ops& ops, const Tensor& features, const Tensor& output) 
   Tensor enc = ops.layernorm(x, m.enc_norm, m.enc_norm_b, c.eps);
   if (output) ops.call("cast", {&enc}, {&output});
 
-  // Every decoder layer's cross-attention keys and values, kept for the window's steps.
+  // Every decoder layer's cross-attention keys and values, kept for the window's steps (a
+  // new window gets new ones: sessions copied from this one may still read the old).
+  auto cross = std::make_shared<CrossCache>(m);
   const uint64_t bytes = uint64_t(t * d * element_size(m.dtype));
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
-    // A window replaces the last one's keys and values.
-    auto renew = [&](void*& slot) {
-      if (slot) m.host->free(m.host->host_context, m.device, slot, nullptr);
-      slot = nullptr;
-      slot = ops.keep(bytes);
-    };
-    renew(s.cross_k[i]);
-    renew(s.cross_v[i]);
-    Tensor kc = Tensor::contiguous(s.cross_k[i], m.dtype, {t, d});
-    Tensor vc = Tensor::contiguous(s.cross_v[i], m.dtype, {t, d});
+    cross->k[i] = ops.keep(bytes);
+    cross->v[i] = ops.keep(bytes);
+    Tensor kc = Tensor::contiguous(cross->k[i], m.dtype, {t, d});
+    Tensor vc = Tensor::contiguous(cross->v[i], m.dtype, {t, d});
     Tensor k = ops.linear(enc, l.cwk, Tensor{}, false);
     Tensor v = ops.linear(enc, l.cwv, l.cbv, false);
     ops.call("cast", {&k}, {&kc});
     ops.call("cast", {&v}, {&vc});
   }
-  s.cross_length = t;
+  cross->length = t;
+  s.cross = std::move(cross);
   s.length = 0;
 }
 
@@ -257,7 +254,7 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
   const int64_t t = tokens.shape[0];
   const int64_t d = c.hidden;
   for (Session* session : s.sessions) {
-    if (session->cross_length == 0) {
+    if (!session->cross) {
       fail(GK_FAILED_PRECONDITION,
            "whisper: the session has no encoded audio (call session_encode before a step)");
     }
@@ -276,19 +273,23 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
     Tensor o = attend(s, ops, i, heads(q, c.heads), heads(k, c.heads), heads(v, c.heads));
     x = ops.add(x, ops.linear(o, l.wo, l.bo, false));
 
-    // Cross-attention: each session's rows attend to all of its window's encoder states.
+    // Cross-attention: each session's rows attend to all of its window's encoder states;
+    // neighbouring sessions of one window (beams) share one call.
     h = ops.layernorm(x, l.cross_norm, l.cross_norm_b, c.eps);
     Tensor cq = ops.to(ops.linear(h, l.cwq, l.cbq, false), m.dtype);
     Tensor co = ops.scratch({1, t, c.heads, c.head_dim}, m.dtype);
     int64_t first = 0;
-    for (size_t j = 0; j < s.sessions.size(); ++j) {
-      const Session& session = *s.sessions[j];
-      const int64_t rows = s.rows[j];
-      const int64_t len = session.cross_length;
+    for (size_t j = 0; j < s.sessions.size();) {
+      const CrossCache& window = *s.sessions[j]->cross;
+      int64_t rows = 0;
+      for (; j < s.sessions.size() && s.sessions[j]->cross.get() == &window; ++j) {
+        rows += s.rows[j];
+      }
+      const int64_t len = window.length;
       Tensor qr = heads(cq.rows(first, rows), c.heads);
       Tensor orows = heads(co.reshaped({t, d}).rows(first, rows), c.heads);
-      Tensor kc = Tensor::contiguous(session.cross_k[i], m.dtype, {1, len, c.heads, c.head_dim});
-      Tensor vc = Tensor::contiguous(session.cross_v[i], m.dtype, {1, len, c.heads, c.head_dim});
+      Tensor kc = Tensor::contiguous(window.k[i], m.dtype, {1, len, c.heads, c.head_dim});
+      Tensor vc = Tensor::contiguous(window.v[i], m.dtype, {1, len, c.heads, c.head_dim});
       ops.call("attention", {&qr, &kc, &vc}, {&orows}, {attr_int("causal", 0)});
       first += rows;
     }

@@ -2,7 +2,8 @@
 // tests/llm/golden, cpu device: a batched decode step (one forward pass over several
 // sessions of different lengths, sessions joining and leaving between steps) gives each
 // session the logits and greedy tokens it gets alone; a gk_batch gives each sequence the
-// tokens gk_session_generate gives it with the same options; a session's KV cache is
+// tokens gk_session_generate gives it with the same options; a copied session goes on as
+// its original; a session's KV cache is
 // charged to its task, and one over the task's quota is refused while the rest work on.
 #include <gtest/gtest.h>
 
@@ -24,6 +25,8 @@ static_assert(GK_SESSION_OPTIONS_SIZE == 16 && GK_SESSION_OPTIONS_SIZE_1_7 == 24
 static_assert(offsetof(gk_model_api, session_step) == 48);
 static_assert(offsetof(gk_model_api, batch_step) == 56);
 static_assert(GK_MODEL_API_SIZE == 56 && GK_MODEL_API_SIZE_1_2 == 64);
+// Plugin ABI 1.4's session_copy follows 1.3's session_encode.
+static_assert(offsetof(gk_model_api, session_copy) == 72 && GK_MODEL_API_SIZE_1_4 == 80);
 
 namespace {
 
@@ -422,6 +425,58 @@ TEST_F(LlmBatch, the_kv_cache_is_charged_to_the_task_and_one_over_its_quota_is_r
   gk_task_destroy(tight);
   gk_task_destroy(roomy);
   gk_model_release(m);
+}
+
+// ABI 1.12: a copy of a session goes on as the original does (beam search forks this way):
+// the same logits for the same next tokens, in a batched step too, while the original moves
+// on its own; a copy to a session too small, or of another model, is refused.
+TEST_F(LlmBatch, a_copied_session_goes_on_as_the_original) {
+  for (const char* name : kModels) {
+    SCOPED_TRACE(name);
+    gk_model* m = load(name);
+    ASSERT_NE(m, nullptr);
+    gk_model_info info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(gk_model_get_info(m, &info), GK_OK);
+    const int64_t vocab = info.vocab_size;
+    const std::vector<int32_t> prompt = golden_prompt(name, "prompt");
+    gk_session* original = open(m, 64);
+    gk_session* copy = open(m, 64);
+    ASSERT_EQ(gk_session_step(copy, prompt.data(), 2, 0, nullptr), GK_OK);  // overwritten
+    ASSERT_EQ(gk_session_step(original, prompt.data(), int32_t(prompt.size()), 0, nullptr),
+              GK_OK);
+    ASSERT_EQ(gk_session_copy(copy, original), GK_OK) << gk_last_error();
+    EXPECT_EQ(gk_session_length(copy), int64_t(prompt.size()));
+    EXPECT_EQ(gk_session_copy(copy, copy), GK_OK);  // a no-op
+
+    // Both step the same token, in one batch: the same row twice.
+    gk_session* both[2] = {original, copy};
+    const int32_t same[2] = {prompt[0], prompt[0]};
+    std::vector<float> rows(2 * size_t(vocab));
+    ASSERT_EQ(gk_session_step_batch(both, 2, same, rows.data()), GK_OK) << gk_last_error();
+    EXPECT_LE(row_error(rows.data() + vocab, rows.data(), vocab), 1e-6);
+    // The original moves on alone; the copy, stepped with the same token later, agrees.
+    std::vector<float> a(static_cast<size_t>(vocab)), b(static_cast<size_t>(vocab));
+    ASSERT_EQ(gk_session_step(original, &prompt[1], 1, 0, a.data()), GK_OK);
+    ASSERT_EQ(gk_session_step(original, &prompt[2], 1, 0, nullptr), GK_OK);
+    ASSERT_EQ(gk_session_step(copy, &prompt[1], 1, 0, b.data()), GK_OK);
+    EXPECT_LE(row_error(b.data(), a.data(), vocab), 1e-6);
+    EXPECT_EQ(gk_session_length(original), gk_session_length(copy) + 1);
+
+    gk_session* small = open(m, 2);
+    EXPECT_EQ(gk_session_copy(small, original), GK_OUT_OF_RANGE);
+    EXPECT_NE(std::string(gk_last_error()).find("positions"), std::string::npos)
+        << gk_last_error();
+    EXPECT_EQ(gk_session_length(small), 0);
+    gk_model* other = load(name);
+    gk_session* foreign = open(other, 64);
+    EXPECT_EQ(gk_session_copy(foreign, original), GK_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(gk_last_error()).find("different models"), std::string::npos);
+    EXPECT_EQ(gk_session_copy(nullptr, original), GK_INVALID_ARGUMENT);
+    for (gk_session* s : {original, copy, small, foreign}) gk_session_release(s);
+    gk_model_release(other);
+    gk_model_release(m);
+  }
 }
 
 TEST_F(LlmBatch, a_finished_task_takes_no_session) {

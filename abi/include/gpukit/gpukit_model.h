@@ -92,6 +92,15 @@ GK_API void gk_session_release(gk_session* session);
 /* Positions the session holds (tokens stepped so far). */
 GK_API int64_t gk_session_length(const gk_session* session);
 
+/* (ABI 1.12) Makes `dst` a copy of `src`'s sequence: its length, the KV cache of every
+ * position and, for an encoder-decoder model, the encoded window (gk_session_encode), which
+ * the two then share without a copy. Beam search forks its hypotheses this way. Both are
+ * sessions of one model; `dst`'s capacity (max_context) must hold src's length (OUT_OF_RANGE
+ * otherwise); copying a session to itself does nothing. dst's previous sequence is gone.
+ * UNIMPLEMENTED when the model's plugin cannot copy sessions. Neither session may be stepped
+ * from another thread meanwhile. */
+GK_API gk_status gk_session_copy(gk_session* dst, const gk_session* src);
+
 /* Flags of gk_session_step. */
 enum {
   /* logits_out receives every position's logits, [count][vocab], not only the last's. */

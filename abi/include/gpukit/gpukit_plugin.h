@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GK_PLUGIN_ABI_VERSION_MAJOR 1
-#define GK_PLUGIN_ABI_VERSION_MINOR 3
+#define GK_PLUGIN_ABI_VERSION_MINOR 4
 #define GK_PLUGIN_ABI_VERSION \
   GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
 
@@ -240,11 +240,19 @@ typedef struct gk_model_api {
    * sequence: its length goes back to 0. NULL for decoder-only plugins and architectures
    * without an encoder (the plugin reports UNIMPLEMENTED for those when non-NULL). */
   gk_status (*session_encode)(void* session, const struct gk_model_encode_args* args);
+
+  /* Plugin ABI 1.4: `dst` (a session of the same model, capacity >= src's length) becomes a
+   * copy of `src`'s sequence: its length, the KV cache of every position, and for an
+   * encoder-decoder model the encoded window (which both may share, read-only). Queued on
+   * `stream` (native; NULL: the device's default). Beam search forks hypotheses with it.
+   * NULL: the host reports UNIMPLEMENTED. */
+  gk_status (*session_copy)(void* dst, void* src, void* stream);
 } gk_model_api;
 
 #define GK_MODEL_API_SIZE GK_STRUCT_SIZE(gk_model_api, session_step)
 #define GK_MODEL_API_SIZE_1_2 GK_STRUCT_SIZE(gk_model_api, batch_step)
 #define GK_MODEL_API_SIZE_1_3 GK_STRUCT_SIZE(gk_model_api, session_encode)
+#define GK_MODEL_API_SIZE_1_4 GK_STRUCT_SIZE(gk_model_api, session_copy)
 
 /* ---------------------------------------------------------------------------------
  * The plugin's function table, returned by gk_plugin_entry. Static storage in the

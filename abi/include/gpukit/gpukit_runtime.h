@@ -27,7 +27,7 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define GK_ABI_VERSION_MAJOR 1
-#define GK_ABI_VERSION_MINOR 11
+#define GK_ABI_VERSION_MINOR 12
 /* major in the high 16 bits, minor in the low 16 bits. */
 #define GK_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 #define GK_ABI_VERSION GK_MAKE_VERSION(GK_ABI_VERSION_MAJOR, GK_ABI_VERSION_MINOR)

@@ -1,26 +1,30 @@
-// Whole on purpose (a few lines over 600): one concept, Whisper's transcription: its vocabulary,
-// the Transcriber's decoding loop and the gk_transcript handle it fills, with its accessors.
-// gk_asr_transcribe (ABI 1.11): Whisper's greedy transcription as openai-whisper's
-// transcribe() and DecodingTask do it, over the public model API (gk_session_encode,
-// gk_session_step), the log_mel_spectrogram op and the tokenizer:
+// gk_asr_transcribe (ABI 1.11; options of ABI 1.12): Whisper's transcription as
+// openai-whisper's transcribe() does it, over the public model API (gk_session_encode,
+// gk_session_step, gk_session_copy), the log_mel_spectrogram op and the tokenizer:
 //   features of the whole audio plus 30 s of zeros (one op call, one maximum, as Whisper);
-//   per 30 s window at `seek`: encode, step the prompt (previous text after <|startofprev|>,
-//   then the SOT sequence), read the no-speech probability at SOT, sample greedily with the
-//   logit filters (blank and suppress_tokens, timestamp rules), cut the tokens into segments
-//   at timestamp pairs and move `seek` to the last timestamp (or the window's end).
-#include <nlohmann/json.hpp>
+//   the audio cut into parts at quiet moments when batch_size > 1 (else one part);
+//   per round, one 30 s window of every unfinished part at its `seek`: encode, decode
+//   (asr/search.h: all windows' hypotheses in one batched step), decode again at the next
+//   temperature the windows whose text is too repetitive or too unlikely, skip those that
+//   are silence, cut the tokens into segments at timestamp pairs and move `seek` to the
+//   last timestamp (or the window's end). Segments reach on_segment in the audio's order.
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "asr/search.h"
+#include "asr/vocab.h"
 #include "capi/capi_util.h"
 #include "capi/model_access.h"
+#include "capi/model_state.h"
 #include "gpukit/gpukit.h"
 
 namespace gk::asr {
@@ -31,8 +35,12 @@ constexpr int64_t kHop = 160;
 constexpr int64_t kWindowFrames = 3000;                   // 30 s of features
 constexpr int64_t kWindowSamples = kWindowFrames * kHop;  // 480000
 constexpr double kSecondsPerTimestamp = 0.02;             // the encoder's stride of 2 frames
-constexpr int64_t kMaxInitialTimestamp = 50;              // 1.0 s, in timestamp steps
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kCutSearchFrames = 250;  // a part's cut moves up to 2.5 s to a quiet spot
+constexpr int64_t kQuietFrames = 20;       // …the quietest 0.2 s there
+constexpr float kTopTemperature = 1.0f;    // the fallback's last temperature (Whisper's)
+// Bounds that keep a typo from asking for thousands of sessions (each holds a KV cache).
+constexpr int32_t kMostHypotheses = 32;
+constexpr int32_t kMostParts = 256;
 
 struct Segment {
   double start = 0, end = 0;
@@ -41,159 +49,71 @@ struct Segment {
   std::vector<int32_t> tokens;
 };
 
-void check(gk_status status, const std::string& context) {
-  if (status != GK_OK) fail(status, context + ": " + last_error());
-}
-
-nlohmann::json read_json(const std::filesystem::path& path, bool required) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!required) return nlohmann::json::object();
-    fail(GK_NOT_FOUND, "gk_asr_transcribe: cannot read '" + path.string() + "'");
-  }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: '" + path.string() + "' is not a JSON object");
-  }
-  return j;
-}
-
-// Whisper's special tokens, read from tokenizer.json's added tokens; the timestamps follow
-// <|notimestamps|> in the model's vocabulary (tokenizer.json need not list them).
-struct Vocab {
-  int32_t eot = -1, sot = -1, translate = -1, transcribe = -1, sot_lm = -1, sot_prev = -1;
-  int32_t no_speech = -1, no_timestamps = -1, timestamp_begin = -1;
-  std::vector<std::pair<std::string, int32_t>> languages;  // "en" -> <|en|>
-  std::vector<int32_t> suppress, begin_suppress;
-  bool multilingual = false;
+struct Transcript {
+  std::string text;
+  std::string language;
+  std::vector<Segment> segments;
 };
 
-Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
-  Vocab v;
-  const nlohmann::json tok = read_json(folder / "tokenizer.json", true);
-  std::vector<std::pair<std::string, int32_t>> added;
-  if (auto a = tok.find("added_tokens"); a != tok.end() && a->is_array()) {
-    for (const auto& t : *a) {
-      if (t.contains("content") && t["content"].is_string() && t.contains("id") &&
-          t["id"].is_number_integer()) {
-        added.emplace_back(t["content"].get<std::string>(), t["id"].get<int32_t>());
+struct SessionRelease {
+  void operator()(gk_session* s) const { gk_session_release(s); }
+};
+using SessionPtr = std::unique_ptr<gk_session, SessionRelease>;
+
+// zlib's compression ratio of the text, Whisper's measure of a repetitive (looping) window.
+double compression_ratio(const std::string& text) {
+  if (text.empty()) return 0;
+  uLongf size = compressBound(uLong(text.size()));
+  std::vector<Bytef> packed(size);
+  if (compress(packed.data(), &size, reinterpret_cast<const Bytef*>(text.data()),
+               uLong(text.size())) != Z_OK) {
+    fail(GK_INTERNAL, "gk_asr_transcribe: zlib could not compress a window's text");
+  }
+  return double(text.size()) / double(size);
+}
+
+// [start, end) frames of up to `parts` parts of [0, content), each about 30 s or longer, cut
+// where the audio is quietest within 2.5 s of an even split.
+std::vector<std::pair<int64_t, int64_t>> split_parts(const std::vector<float>& samples,
+                                                     int64_t content, int32_t parts) {
+  const int64_t count = std::clamp<int64_t>(content / kWindowFrames, 1, parts);
+  std::vector<double> energy(size_t(content), 0.0);  // per frame of kHop samples
+  for (size_t i = 0; i < samples.size() && i / kHop < size_t(content); ++i) {
+    energy[i / kHop] += double(samples[i]) * double(samples[i]);
+  }
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t start = 0;
+  for (int64_t p = 1; p < count; ++p) {
+    const int64_t even = p * content / count;
+    const int64_t lo = std::max(start + kWindowFrames / 2, even - kCutSearchFrames);
+    const int64_t hi = std::min(content - kQuietFrames, even + kCutSearchFrames);
+    int64_t cut = even;
+    double quietest = std::numeric_limits<double>::infinity();
+    for (int64_t f = lo; f + kQuietFrames <= hi; ++f) {
+      double e = 0;
+      for (int64_t k = 0; k < kQuietFrames; ++k) e += energy[size_t(f + k)];
+      if (e < quietest) {
+        quietest = e;
+        cut = f + kQuietFrames / 2;
       }
     }
+    out.emplace_back(start, cut);
+    start = cut;
   }
-  auto id = [&](const char* name) {
-    for (const auto& [text, i] : added) {
-      if (text == name) return i;
-    }
-    return -1;
-  };
-  v.eot = id("<|endoftext|>");
-  v.sot = id("<|startoftranscript|>");
-  v.translate = id("<|translate|>");
-  v.transcribe = id("<|transcribe|>");
-  v.sot_lm = id("<|startoflm|>");
-  v.sot_prev = id("<|startofprev|>");
-  v.no_speech = id("<|nospeech|>") >= 0 ? id("<|nospeech|>") : id("<|nocaptions|>");
-  v.no_timestamps = id("<|notimestamps|>");
-  for (auto [name, value] : {std::pair{"<|endoftext|>", v.eot},
-                             {"<|startoftranscript|>", v.sot},
-                             {"<|notimestamps|>", v.no_timestamps}}) {
-    if (value < 0 || value >= vocab_size) {
-      fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: " + (folder / "tokenizer.json").string() +
-                                    " has no Whisper token " + name + " within the model's " +
-                                    std::to_string(vocab_size) + " ids");
-    }
-  }
-  v.timestamp_begin = v.no_timestamps + 1;
-  // Language tokens sit between <|startoftranscript|> and <|translate|>.
-  for (const auto& [text, i] : added) {
-    if (i > v.sot && (v.translate < 0 || i < v.translate) && text.size() > 4 &&
-        text.rfind("<|", 0) == 0 && text.compare(text.size() - 2, 2, "|>") == 0) {
-      v.languages.emplace_back(text.substr(2, text.size() - 4), i);
-    }
-  }
-  const nlohmann::json gen = read_json(folder / "generation_config.json", false);
-  auto ids = [&](const char* key) {
-    std::vector<int32_t> out;
-    if (auto a = gen.find(key); a != gen.end() && a->is_array()) {
-      for (const auto& t : *a) {
-        if (t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() < vocab_size) {
-          out.push_back(t.get<int32_t>());
-        }
-      }
-    }
-    return out;
-  };
-  v.suppress = ids("suppress_tokens");
-  // openai-whisper's "-1" adds the task and context tokens to the non-speech ones.
-  for (int32_t t : {v.transcribe, v.translate, v.sot, v.sot_prev, v.sot_lm, v.no_speech}) {
-    if (t >= 0 && t < vocab_size) v.suppress.push_back(t);
-  }
-  v.begin_suppress = ids("begin_suppress_tokens");
-  if (!gen.contains("begin_suppress_tokens")) v.begin_suppress = {220, v.eot};  // " ", EOT
-  v.multilingual = gen.value("is_multilingual", vocab_size >= 51865);
-  return v;
+  out.emplace_back(start, content);
+  return out;
 }
 
-double log_sum_exp(const float* x, int64_t n) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, double(x[i]));
-  if (!std::isfinite(m)) return m;
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
-  return m + std::log(s);
-}
-
-// openai-whisper's SuppressBlank, SuppressTokens and ApplyTimestampRules on one row.
-void apply_filters(std::vector<float>& logits, const std::vector<int32_t>& sampled, bool timestamps,
-                   const Vocab& v) {
-  const int64_t n = int64_t(logits.size());
-  const int32_t tb = v.timestamp_begin;
-  if (sampled.empty()) {
-    for (int32_t t : v.begin_suppress) logits[size_t(t)] = kNegInf;
-  }
-  for (int32_t t : v.suppress) logits[size_t(t)] = kNegInf;
-  if (!timestamps) return;
-  logits[size_t(v.no_timestamps)] = kNegInf;
-  const size_t len = sampled.size();
-  const bool last_ts = len >= 1 && sampled[len - 1] >= tb;
-  const bool penultimate_ts = len < 2 || sampled[len - 2] >= tb;
-  auto mask = [&](int64_t from, int64_t to) {
-    for (int64_t i = std::max<int64_t>(from, 0); i < std::min(to, n); ++i) {
-      logits[size_t(i)] = kNegInf;
-    }
-  };
-  // Timestamps come in pairs: after a pair, text (or EOT); after a lone one, a timestamp.
-  if (last_ts) {
-    if (penultimate_ts) {
-      mask(tb, n);
-    } else {
-      mask(0, v.eot);
-    }
-  }
-  // Timestamps never decrease, and a segment is never empty.
-  int32_t last_timestamp = -1;
-  for (int32_t t : sampled) {
-    if (t >= tb) last_timestamp = t;
-  }
-  if (last_timestamp >= 0) {
-    mask(tb, (last_ts && !penultimate_ts) ? last_timestamp : last_timestamp + 1);
-  }
-  if (sampled.empty()) {
-    mask(0, tb);
-    mask(tb + kMaxInitialTimestamp + 1, n);
-  }
-  // A timestamp is forced when all of them together are likelier than the best text token.
-  const double total = log_sum_exp(logits.data(), n);
-  const double ts_logprob = log_sum_exp(logits.data() + tb, n - tb) - total;
-  float max_text = kNegInf;
-  for (int64_t i = 0; i < tb; ++i) max_text = std::max(max_text, logits[size_t(i)]);
-  if (ts_logprob > double(max_text) - total) mask(0, tb);
-}
-
-struct Decoded {
-  std::vector<int32_t> tokens;  // sampled, up to (not including) EOT
-  double avg_logprob = 0;
-  double no_speech_prob = 0;
+// One part of the audio, transcribed window after window from `start` to `end` (frames).
+struct Part {
+  int64_t start = 0, end = 0, seek = 0;
+  std::vector<int32_t> previous;  // the text so far, for <|startofprev|>
+  std::vector<Segment> segments;
+  size_t sent = 0;  // segments given to on_segment (or kept) so far
+  bool done = false;
+  SessionPtr window;  // the encoded window
+  std::vector<SessionPtr> hyps;
+  WindowJob job;
 };
 
 class Transcriber {
@@ -216,8 +136,7 @@ class Transcriber {
     if (enc.max_frames < kWindowFrames) {
       fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: the model's encoder takes " +
                                     std::to_string(enc.max_frames) +
-                                    " frames, less than a 30 s "
-                                    "window of " +
+                                    " frames, less than a 30 s window of " +
                                     std::to_string(kWindowFrames));
     }
     n_mels_ = enc.n_mels;
@@ -227,11 +146,13 @@ class Transcriber {
     check(gk_tokenizer_open(model_runtime(model), (folder / "tokenizer.json").c_str(), &tok),
           "gk_asr_transcribe");
     tokenizer_.reset(tok);
-    gk_session* s = nullptr;
-    check(gk_session_create(model, nullptr, &s), "gk_asr_transcribe");
-    session_.reset(s);
+    rng_.seed(o.seed);
   }
 
+  // Transcribes `samples` into `out` (up to where on_segment asked to stop).
+  void run(const std::vector<float>& samples, Transcript& out);
+
+ private:
   // Log-mel features of `samples` followed by a window of zeros: [n_mels, frames] on the host.
   std::vector<float> features(const std::vector<float>& samples, int64_t* frames) {
     gk_runtime* rt = model_runtime(model_);
@@ -266,33 +187,36 @@ class Transcriber {
     return host;
   }
 
-  // The [n_mels, 3000] window at `seek` of features [n_mels, frames].
-  std::vector<float> window(const std::vector<float>& mel, int64_t frames, int64_t seek) const {
+  // The [n_mels, 3000] window at `seek` of features [n_mels, frames] whose audio ends at
+  // `content`: frames of the part up to `end`, then the padding's (silence).
+  std::vector<float> window(const std::vector<float>& mel, int64_t frames, int64_t content,
+                            int64_t seek, int64_t end) const {
     std::vector<float> w(size_t(n_mels_ * kWindowFrames));
+    const int64_t inside = std::min(kWindowFrames, end - seek);
     for (int64_t m = 0; m < n_mels_; ++m) {
-      std::copy_n(mel.begin() + std::ptrdiff_t(m * frames + seek), kWindowFrames,
-                  w.begin() + std::ptrdiff_t(m * kWindowFrames));
+      const float* row = mel.data() + m * frames;
+      float* to = w.data() + m * kWindowFrames;
+      std::copy_n(row + seek, inside, to);
+      std::copy_n(row + content, kWindowFrames - inside, to + inside);
     }
     return w;
   }
 
-  void encode(const std::vector<float>& window) {
-    check(gk_session_encode(session_.get(), window.data(), n_mels_, kWindowFrames, nullptr),
-          "gk_asr_transcribe");
+  gk_session* new_session(std::vector<SessionPtr>& into) {
+    gk_session* s = nullptr;
+    check(gk_session_create(model_, nullptr, &s), "gk_asr_transcribe");
+    into.emplace_back(s);
+    return s;
   }
 
-  std::vector<float> step(const std::vector<int32_t>& tokens) {
+  // The language whose token is likeliest after SOT in the part's encoded window.
+  std::string detect_language(Part& part) {
+    gk_session* s = part.hyps[0].get();
+    check(gk_session_copy(s, part.window.get()), "gk_asr_transcribe");
     std::vector<float> row(static_cast<size_t>(vocab_size_));
-    check(gk_session_step(session_.get(), tokens.data(), int32_t(tokens.size()), 0, row.data()),
-          "gk_asr_transcribe");
-    return row;
-  }
-
-  // The language whose token is likeliest after SOT in the encoded window.
-  std::string detect_language() {
-    std::vector<float> row = step({v_.sot});
+    check(gk_session_step(s, &v_.sot, 1, 0, row.data()), "gk_asr_transcribe");
     std::string best = "en";
-    float best_logit = kNegInf;
+    float best_logit = -std::numeric_limits<float>::infinity();
     for (const auto& [code, id] : v_.languages) {
       if (id < vocab_size_ && row[size_t(id)] > best_logit) {
         best_logit = row[size_t(id)];
@@ -311,41 +235,7 @@ class Transcriber {
                                   std::to_string(v_.languages.size()) + " languages");
   }
 
-  // Greedy decoding of the encoded window after `previous` text tokens.
-  Decoded decode(const std::vector<int32_t>& previous, const std::vector<int32_t>& sot_sequence) {
-    Decoded out;
-    std::vector<int32_t> head;
-    if (!previous.empty() && v_.sot_prev >= 0) {
-      head.push_back(v_.sot_prev);
-      const size_t keep = std::min(previous.size(), size_t(n_ctx_ / 2 - 1));
-      head.insert(head.end(), previous.end() - std::ptrdiff_t(keep), previous.end());
-    }
-    head.push_back(v_.sot);
-    std::vector<float> row = step(head);
-    if (v_.no_speech >= 0) {
-      const double total = log_sum_exp(row.data(), vocab_size_);
-      out.no_speech_prob = std::exp(double(row[size_t(v_.no_speech)]) - total);
-    }
-    if (sot_sequence.size() > 1) {
-      row = step(std::vector<int32_t>(sot_sequence.begin() + 1, sot_sequence.end()));
-    }
-    const int64_t prompt = int64_t(head.size() + sot_sequence.size() - 1);
-    const int64_t sample_len = std::min(n_ctx_ / 2, n_ctx_ - prompt);
-    const bool timestamps = !o_.without_timestamps;
-    double sum_logprob = 0;
-    for (int64_t i = 0; i < sample_len; ++i) {
-      apply_filters(row, out.tokens, timestamps, v_);
-      const int32_t next = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
-      sum_logprob += double(row[size_t(next)]) - log_sum_exp(row.data(), vocab_size_);
-      if (next == v_.eot) break;
-      out.tokens.push_back(next);
-      if (i + 1 == sample_len) break;
-      row = step({next});
-    }
-    out.avg_logprob = sum_logprob / double(out.tokens.size() + 1);
-    return out;
-  }
-
+  // The text of `tokens` (special and timestamp tokens left out).
   std::string text_of(const std::vector<int32_t>& tokens) const {
     std::vector<int32_t> text;
     for (int32_t t : tokens) {
@@ -364,66 +254,281 @@ class Transcriber {
     return out;
   }
 
-  const Vocab& vocab() const { return v_; }
-  int32_t n_mels() const { return n_mels_; }
+  // Decodes every part's job at the first temperature, then again at the next ones the
+  // windows whose text fails a threshold (Whisper's decode_with_fallback).
+  void decode_with_fallback(std::vector<Part*>& parts) {
+    SearchParams p;
+    p.beam_size = std::max(o_.beam_size, 1);
+    p.best_of = std::max(o_.best_of, 1);
+    p.temperature = o_.temperature;
+    p.timestamps = !o_.without_timestamps;
+    p.n_ctx = n_ctx_;
+    p.vocab_size = vocab_size_;
+    std::vector<WindowJob*> jobs;
+    for (Part* part : parts) jobs.push_back(&part->job);
+    while (!jobs.empty()) {
+      decode_windows(jobs, p, v_, rng_);
+      const float next = p.temperature + o_.temperature_increment;
+      if (o_.temperature_increment <= 0 || next > kTopTemperature + 1e-6f) break;
+      std::vector<WindowJob*> again;
+      for (WindowJob* job : jobs) {
+        if (needs_fallback(job->result)) again.push_back(job);
+      }
+      jobs = std::move(again);
+      p.temperature = next;
+    }
+  }
 
- private:
-  struct SessionRelease {
-    void operator()(gk_session* s) const { gk_session_release(s); }
-  };
-  struct TokenizerRelease {
-    void operator()(gk_tokenizer* t) const { gk_tokenizer_release(t); }
-  };
+  bool needs_fallback(const Decoded& r) const {
+    const bool unlikely = r.avg_logprob < o_.logprob_threshold;
+    if (r.no_speech_prob > o_.no_speech_threshold && unlikely) return false;  // silence
+    const bool repetitive = o_.compression_ratio_threshold > 0 &&
+                            compression_ratio(text_of(r.tokens)) > o_.compression_ratio_threshold;
+    return repetitive || unlikely;
+  }
+
+  // The sessions a part's searches need: the window's and one per hypothesis.
+  void open_sessions(Part& part) {
+    SearchParams p;
+    p.beam_size = o_.beam_size;
+    p.best_of = o_.best_of;
+    p.temperature = o_.temperature;
+    size_t n = size_t(hypotheses(p));
+    if (o_.temperature_increment > 0 || o_.temperature > 0) {
+      n = std::max(n, size_t(std::max(o_.best_of, 1)));
+    }
+    if (!part.window) {
+      std::vector<SessionPtr> one;
+      new_session(one);
+      part.window = std::move(one[0]);
+    }
+    while (part.hyps.size() < n) new_session(part.hyps);
+    part.job.window = part.window.get();
+    part.job.hyps.clear();
+    for (const SessionPtr& s : part.hyps) part.job.hyps.push_back(s.get());
+  }
+
+  // The result of the part's window: its segments, the next seek, the prompt's text.
+  void take_result(Part& part) {
+    const Decoded& r = part.job.result;
+    const int64_t segment_size = std::min(kWindowFrames, part.end - part.seek);
+    const double offset = double(part.seek * kHop) / double(kSampleRate);
+    const double duration = double(segment_size * kHop) / double(kSampleRate);
+    bool silence = r.no_speech_prob > o_.no_speech_threshold;
+    if (r.avg_logprob > o_.logprob_threshold) silence = false;
+    if (silence) {
+      advance(part, segment_size);  // no text for this window
+      return;
+    }
+    auto add = [&](double start, double end, const std::vector<int32_t>& tokens) {
+      Segment s;
+      s.start = start;
+      s.end = end;
+      for (int32_t tok : tokens) {
+        if (tok < v_.eot) s.tokens.push_back(tok);
+      }
+      s.text = text_of(s.tokens);
+      s.avg_logprob = r.avg_logprob;
+      s.no_speech_prob = r.no_speech_prob;
+      // An instantaneous or empty segment carries nothing (openai-whisper clears them).
+      if (s.start == s.end || s.text.find_first_not_of(" \t\n") == std::string::npos) return;
+      part.segments.push_back(std::move(s));
+    };
+    const std::vector<int32_t>& tok = r.tokens;
+    const int32_t tb = v_.timestamp_begin;
+    auto is_ts = [&](size_t i) { return tok[i] >= tb; };
+    const size_t n = tok.size();
+    const bool single_ending = n >= 2 && !is_ts(n - 2) && is_ts(n - 1);
+    std::vector<size_t> cuts;  // after each consecutive timestamp pair
+    for (size_t i = 1; i < n; ++i) {
+      if (is_ts(i - 1) && is_ts(i)) cuts.push_back(i);
+    }
+    int64_t step = segment_size;
+    if (!cuts.empty()) {
+      if (single_ending) cuts.push_back(n);
+      size_t last = 0;
+      for (size_t cut : cuts) {
+        const std::vector<int32_t> piece(tok.begin() + std::ptrdiff_t(last),
+                                         tok.begin() + std::ptrdiff_t(cut));
+        add(offset + (piece.front() - tb) * kSecondsPerTimestamp,
+            offset + (piece.back() - tb) * kSecondsPerTimestamp, piece);
+        last = cut;
+      }
+      if (!single_ending) {
+        // Resume at the last timestamp: 2 frames per timestamp step.
+        step = int64_t(tok[last - 1] - tb) * 2;
+        if (step <= 0) step = segment_size;
+      }
+    } else {
+      double end = duration;
+      int32_t last_ts = -1;
+      for (int32_t x : tok) {
+        if (x >= tb) last_ts = x;
+      }
+      if (last_ts > tb) end = (last_ts - tb) * kSecondsPerTimestamp;
+      add(offset, offset + end, tok);
+    }
+    part.previous.insert(part.previous.end(), tok.begin(), tok.end());
+    // A window sampled hot is a poor prompt (Whisper resets it above 0.5).
+    if (o_.without_previous_text || r.temperature > 0.5f) part.previous.clear();
+    advance(part, step);
+  }
+
+  static void advance(Part& part, int64_t frames) {
+    part.seek += frames;
+    if (part.seek >= part.end) part.done = true;
+  }
+
+  // The prompt of the part's next window.
+  void set_prompt(Part& part, const std::vector<int32_t>& sot_sequence) const {
+    std::vector<int32_t>& head = part.job.head;
+    head.clear();
+    if (!part.previous.empty() && v_.sot_prev >= 0) {
+      head.push_back(v_.sot_prev);
+      const size_t keep = std::min(part.previous.size(), size_t(n_ctx_ / 2 - 1));
+      head.insert(head.end(), part.previous.end() - std::ptrdiff_t(keep), part.previous.end());
+    }
+    head.push_back(v_.sot);
+    part.job.sot_rest.assign(sot_sequence.begin() + 1, sot_sequence.end());
+  }
+
+  // Gives the parts' new segments to the transcript and on_segment in the audio's order (a
+  // part's once the parts before it are done); false when on_segment asks to stop.
+  bool send(std::vector<Part>& parts, size_t& first, Transcript& out) const {
+    for (; first < parts.size(); ++first) {
+      Part& p = parts[first];
+      for (; p.sent < p.segments.size(); ++p.sent) {
+        out.segments.push_back(p.segments[p.sent]);
+        const Segment& s = out.segments.back();
+        out.text += s.text;
+        if (!o_.on_segment) continue;
+        const gk_transcript_segment view{sizeof(gk_transcript_segment),
+                                         s.start,
+                                         s.end,
+                                         s.text.c_str(),
+                                         s.avg_logprob,
+                                         s.no_speech_prob,
+                                         s.tokens.data(),
+                                         int32_t(s.tokens.size())};
+        if (o_.on_segment(o_.user_data, &view) != 0) return false;
+      }
+      if (!p.done) break;
+    }
+    return true;
+  }
+
   gk_model* model_;
   gk_transcribe_options o_;
   int64_t vocab_size_ = 0, n_ctx_ = 0;
   int32_t device_ = 0, n_mels_ = 0;
   Vocab v_;
-  std::unique_ptr<gk_tokenizer, TokenizerRelease> tokenizer_;
-  std::unique_ptr<gk_session, SessionRelease> session_;
+  std::unique_ptr<gk_tokenizer, void (*)(gk_tokenizer*)> tokenizer_{nullptr, gk_tokenizer_release};
+  std::mt19937_64 rng_;
 };
+
+void Transcriber::run(const std::vector<float>& samples, Transcript& out) {
+  const char* fn = "gk_asr_transcribe";
+  int64_t frames = 0;
+  const std::vector<float> mel = features(samples, &frames);
+  const int64_t content = frames - kWindowFrames;
+  std::vector<Part> parts(0);
+  for (auto [start, end] : split_parts(samples, content, std::max(o_.batch_size, 1))) {
+    parts.emplace_back();
+    parts.back().start = parts.back().seek = start;
+    parts.back().end = end;
+  }
+  for (Part& p : parts) open_sessions(p);
+  auto encode = [&](Part& p) {
+    const std::vector<float> w = window(mel, frames, content, p.seek, p.end);
+    check(gk_session_encode(p.window.get(), w.data(), n_mels_, kWindowFrames, nullptr), fn);
+  };
+
+  std::vector<int32_t> sot_sequence{v_.sot};
+  if (v_.multilingual) {
+    std::string language = o_.language ? o_.language : "";
+    if (language.empty()) {
+      encode(parts[0]);
+      language = detect_language(parts[0]);
+    }
+    out.language = language;
+    sot_sequence.push_back(language_token(language));
+    if (v_.transcribe >= 0) sot_sequence.push_back(v_.transcribe);
+  } else {
+    if (o_.language && std::string(o_.language) != "en") {
+      fail(GK_INVALID_ARGUMENT,
+           std::string(fn) + ": language '" + o_.language + "' for an English-only model");
+    }
+    out.language = "en";
+  }
+  if (o_.without_timestamps) sot_sequence.push_back(v_.no_timestamps);
+
+  size_t first_unsent = 0;
+  while (true) {
+    std::vector<Part*> active;
+    for (Part& p : parts) {
+      if (!p.done) active.push_back(&p);
+    }
+    if (active.empty()) break;
+    for (Part* p : active) {
+      encode(*p);
+      set_prompt(*p, sot_sequence);
+    }
+    decode_with_fallback(active);
+    for (Part* p : active) take_result(*p);
+    if (!send(parts, first_unsent, out)) break;
+  }
+}
 
 gk_transcribe_options checked_options(const gk_transcribe_options* options) {
   gk_transcribe_options o = GK_TRANSCRIBE_OPTIONS_INIT;
   if (options) {
     require_struct(options->struct_size, GK_TRANSCRIBE_OPTIONS_SIZE, "gk_asr_transcribe",
                    "gk_transcribe_options");
-    o = *options;
+    if (options->struct_size >= GK_TRANSCRIBE_OPTIONS_SIZE_1_12) {
+      o = *options;
+    } else {
+      // A caller of ABI 1.11: its fields, and what that ABI did for the others.
+      std::memcpy(&o, options, GK_TRANSCRIBE_OPTIONS_SIZE);
+      o.temperature_increment = 0;
+      o.compression_ratio_threshold = 0;
+      o.without_previous_text = 0;
+      o.batch_size = 1;
+    }
+    o.struct_size = sizeof(o);
   }
-  auto bad = [](gk_status status, const std::string& what) {
-    fail(status, "gk_asr_transcribe: " + what);
+  auto bad = [](const std::string& what) {
+    fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: " + what);
   };
-  if (o.beam_size == 0) o.beam_size = 1;
-  if (o.beam_size < 0)
-    bad(GK_INVALID_ARGUMENT, "beam_size " + std::to_string(o.beam_size) + " is negative");
-  if (o.beam_size > 1) {
-    bad(GK_UNIMPLEMENTED, "beam_size " + std::to_string(o.beam_size) +
-                              ": only greedy decoding (beam_size 1) is implemented");
-  }
-  if (!std::isfinite(o.temperature) || o.temperature < 0) {
-    bad(GK_INVALID_ARGUMENT,
-        "temperature " + std::to_string(o.temperature) + " is not a finite value >= 0");
-  }
-  if (o.temperature > 0) {
-    bad(GK_UNIMPLEMENTED, "temperature " + std::to_string(o.temperature) +
-                              ": only greedy decoding (temperature 0) is implemented");
-  }
+  auto count = [&](int32_t& value, const char* name, int32_t zero_means, int32_t most) {
+    if (value == 0) value = zero_means;
+    if (value < 0 || value > most) {
+      bad(std::string(name) + " " + std::to_string(value) + " is not in [1, " +
+          std::to_string(most) + "] (0 means " + std::to_string(zero_means) + ")");
+    }
+  };
+  count(o.beam_size, "beam_size", 1, kMostHypotheses);
+  count(o.best_of, "best_of", 5, kMostHypotheses);
+  count(o.batch_size, "batch_size", 1, kMostParts);
+  auto non_negative = [&](float value, const char* name) {
+    if (!std::isfinite(value) || value < 0) {
+      bad(std::string(name) + " " + std::to_string(value) + " is not a finite value >= 0");
+    }
+  };
+  non_negative(o.temperature, "temperature");
+  non_negative(o.temperature_increment, "temperature_increment");
+  non_negative(o.compression_ratio_threshold, "compression_ratio_threshold");
   if (!(o.no_speech_threshold >= 0 && o.no_speech_threshold <= 1)) {
-    bad(GK_INVALID_ARGUMENT, "no_speech_threshold " + std::to_string(o.no_speech_threshold) +
-                                 " is not a probability in [0, 1]");
+    bad("no_speech_threshold " + std::to_string(o.no_speech_threshold) +
+        " is not a probability in [0, 1]");
   }
-  if (std::isnan(o.logprob_threshold)) bad(GK_INVALID_ARGUMENT, "logprob_threshold is NaN");
+  if (std::isnan(o.logprob_threshold)) bad("logprob_threshold is NaN");
   return o;
 }
 
 }  // namespace
 }  // namespace gk::asr
 
-struct gk_transcript {
-  std::string text;
-  std::string language;
-  std::vector<gk::asr::Segment> segments;
-};
+struct gk_transcript : gk::asr::Transcript {};
 
 extern "C" {
 
@@ -439,7 +544,7 @@ GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
     const gk_transcribe_options o = checked_options(options);
     gk_tensor_desc d{};
     d.struct_size = sizeof(d);
-    check(gk_tensor_get_desc(audio, &d), fn);
+    gk::check(gk_tensor_get_desc(audio, &d), fn);
     const bool contiguous = d.ndim == 1 && (d.shape[0] <= 1 || d.strides[0] == 1);
     if (d.dtype != GK_DTYPE_F32 || !contiguous) {
       gk::fail(GK_INVALID_ARGUMENT, std::string(fn) +
@@ -448,118 +553,9 @@ GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
     }
     if (d.shape[0] < 1) gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": the audio is empty");
     std::vector<float> samples(size_t(d.shape[0]));
-    check(gk_copy_to_host(audio, samples.data(), samples.size() * 4, nullptr), fn);
-
-    Transcriber t(model, o);
-    const Vocab& v = t.vocab();
+    gk::check(gk_copy_to_host(audio, samples.data(), samples.size() * 4, nullptr), fn);
     auto result = std::make_unique<gk_transcript>();
-    int64_t frames = 0;
-    const std::vector<float> mel = t.features(samples, &frames);
-    const int64_t content = frames - kWindowFrames;
-
-    std::vector<int32_t> sot_sequence{v.sot};
-    if (v.multilingual) {
-      std::string language = o.language ? o.language : "";
-      if (language.empty()) {
-        t.encode(t.window(mel, frames, 0));
-        language = t.detect_language();
-      }
-      result->language = language;
-      sot_sequence.push_back(t.language_token(language));
-      if (v.transcribe >= 0) sot_sequence.push_back(v.transcribe);
-    } else {
-      if (o.language && std::string(o.language) != "en") {
-        gk::fail(GK_INVALID_ARGUMENT,
-                 std::string(fn) + ": language '" + o.language + "' for an English-only model");
-      }
-      result->language = "en";
-    }
-    if (o.without_timestamps) sot_sequence.push_back(v.no_timestamps);
-
-    std::vector<int32_t> previous;  // the text so far, for <|startofprev|>
-    bool stop = false;
-    for (int64_t seek = 0; seek < content && !stop;) {
-      const int64_t segment_size = std::min(kWindowFrames, content - seek);
-      const double offset = double(seek * kHop) / double(kSampleRate);
-      const double duration = double(segment_size * kHop) / double(kSampleRate);
-      t.encode(t.window(mel, frames, seek));
-      Decoded r = t.decode(previous, sot_sequence);
-      if (r.no_speech_prob > o.no_speech_threshold && !(r.avg_logprob > o.logprob_threshold)) {
-        seek += segment_size;  // silence: no text for this window
-        continue;
-      }
-      std::vector<Segment> found;
-      auto add = [&](double start, double end, std::vector<int32_t> tokens) {
-        Segment s;
-        s.start = start;
-        s.end = end;
-        s.tokens.clear();
-        for (int32_t tok : tokens) {
-          if (tok < v.eot) s.tokens.push_back(tok);
-        }
-        s.text = t.text_of(s.tokens);
-        s.avg_logprob = r.avg_logprob;
-        s.no_speech_prob = r.no_speech_prob;
-        found.push_back(std::move(s));
-      };
-      const std::vector<int32_t>& tok = r.tokens;
-      const int32_t tb = v.timestamp_begin;
-      auto is_ts = [&](size_t i) { return tok[i] >= tb; };
-      const size_t n = tok.size();
-      const bool single_ending = n >= 2 && !is_ts(n - 2) && is_ts(n - 1);
-      std::vector<size_t> cuts;  // after each consecutive timestamp pair
-      for (size_t i = 1; i < n; ++i) {
-        if (is_ts(i - 1) && is_ts(i)) cuts.push_back(i);
-      }
-      int64_t advance = segment_size;
-      if (!cuts.empty()) {
-        if (single_ending) cuts.push_back(n);
-        size_t last = 0;
-        for (size_t cut : cuts) {
-          std::vector<int32_t> piece(tok.begin() + std::ptrdiff_t(last),
-                                     tok.begin() + std::ptrdiff_t(cut));
-          add(offset + (piece.front() - tb) * kSecondsPerTimestamp,
-              offset + (piece.back() - tb) * kSecondsPerTimestamp, piece);
-          last = cut;
-        }
-        if (!single_ending) {
-          // Resume at the last timestamp: 2 frames per timestamp step.
-          advance = int64_t(tok[last - 1] - tb) * 2;
-          if (advance <= 0) advance = segment_size;
-        }
-      } else {
-        double end = duration;
-        int32_t last_ts = -1;
-        for (int32_t x : tok) {
-          if (x >= tb) last_ts = x;
-        }
-        if (last_ts > tb) end = (last_ts - tb) * kSecondsPerTimestamp;
-        add(offset, offset + end, tok);
-      }
-      seek += advance;
-      previous.insert(previous.end(), tok.begin(), tok.end());
-      for (Segment& s : found) {
-        // An instantaneous or empty segment carries nothing (openai-whisper clears them).
-        if (s.start == s.end || s.text.find_first_not_of(" \t\n") == std::string::npos) continue;
-        result->text += s.text;
-        result->segments.push_back(std::move(s));
-        if (o.on_segment) {
-          const Segment& last = result->segments.back();
-          gk_transcript_segment view{sizeof(gk_transcript_segment),
-                                     last.start,
-                                     last.end,
-                                     last.text.c_str(),
-                                     last.avg_logprob,
-                                     last.no_speech_prob,
-                                     last.tokens.data(),
-                                     int32_t(last.tokens.size())};
-          if (o.on_segment(o.user_data, &view) != 0) {
-            stop = true;
-            break;
-          }
-        }
-      }
-    }
+    Transcriber(model, o).run(samples, *result);
     *out = result.release();
   });
 }

@@ -230,6 +230,35 @@ GK_API int64_t gk_session_length(const gk_session* session) {
   return session ? session->length.load() : 0;
 }
 
+GK_API gk_status gk_session_copy(gk_session* dst, const gk_session* src) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_session_copy";
+    gk::require_arg(dst, fn, "dst");
+    gk::require_arg(src, fn, "src");
+    if (dst == src) return;
+    if (dst->model != src->model) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": dst and src are sessions of different models");
+    }
+    gk::ModelState& m = *src->model;
+    if (m.api->struct_size < GK_MODEL_API_SIZE_1_4 || !m.api->session_copy) {
+      gk::fail(GK_UNIMPLEMENTED, std::string(fn) + ": model plugin " + m.plugin->name +
+                                     " cannot copy sessions (plugin ABI 1.4)");
+    }
+    const int64_t length = src->length.load();
+    if (length > dst->capacity) {
+      gk::fail(GK_OUT_OF_RANGE, std::string(fn) + ": src holds " + std::to_string(length) +
+                                    " positions; dst holds at most " +
+                                    std::to_string(dst->capacity));
+    }
+    gk::take_plugin_error();
+    {
+      gk::ChargeScope charge(dst->owner);
+      gk::check_plugin(m.api->session_copy(dst->handle, src->handle, nullptr), *m.plugin, fn);
+    }
+    dst->length = length;
+  });
+}
+
 GK_API gk_status gk_session_step(gk_session* session, const int32_t* tokens, int32_t count,
                                  uint32_t flags, float* logits_out) {
   return gk::c_guard([&] {

@@ -1,0 +1,402 @@
+// Whisper's decoding over the public model API. Each window's prompt is stepped alone (the
+// prompts differ in length); then every step gathers the next token of each live hypothesis
+// of each window into one gk_session_step_batch. The logit filters, the choice of tokens
+// and the beams' bookkeeping run on the host over the logits rows, as openai-whisper's
+// LogitFilters, GreedyDecoder and BeamSearchDecoder do; a beam that continues another's
+// sequence gets a copy of its session (gk_session_copy).
+#include "asr/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "capi/model_state.h"
+
+namespace gk::asr {
+namespace {
+
+constexpr int64_t kMaxInitialTimestamp = 50;  // 1.0 s, in timestamp steps
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
+
+// log(sum(exp(x))) over [from, to), with the position of the largest element.
+struct LogSum {
+  double value = kNegInfD;
+  int64_t argmax = -1;
+};
+
+LogSum log_sum(const float* x, int64_t from, int64_t to) {
+  LogSum out;
+  float m = kNegInf;
+  for (int64_t i = from; i < to; ++i) {
+    if (x[i] > m) {
+      m = x[i];
+      out.argmax = i;
+    }
+  }
+  if (out.argmax < 0) return out;
+  double s = 0;
+  for (int64_t i = from; i < to; ++i) s += std::exp(double(x[i] - m));
+  out.value = double(m) + std::log(s);
+  return out;
+}
+
+double log_add(double a, double b) {
+  if (a < b) std::swap(a, b);
+  if (b == kNegInfD) return a;
+  return a + std::log1p(std::exp(b - a));
+}
+
+// A filtered row: its log-normaliser and likeliest token.
+struct Row {
+  float* logits = nullptr;
+  double log_norm = 0;
+  int32_t best = 0;
+};
+
+// openai-whisper's SuppressBlank, SuppressTokens and ApplyTimestampRules on one row, after
+// `sampled` tokens of the window.
+Row filter(float* logits, int64_t n, const std::vector<int32_t>& sampled, bool timestamps,
+           const Vocab& v) {
+  const int32_t tb = v.timestamp_begin;
+  if (sampled.empty()) {
+    for (int32_t t : v.begin_suppress) logits[t] = kNegInf;
+  }
+  for (int32_t t : v.suppress) logits[t] = kNegInf;
+  auto mask = [&](int64_t from, int64_t to) {
+    std::fill(logits + std::max<int64_t>(from, 0), logits + std::min(to, n), kNegInf);
+  };
+  if (timestamps) {
+    logits[v.no_timestamps] = kNegInf;
+    const size_t len = sampled.size();
+    const bool last_ts = len >= 1 && sampled[len - 1] >= tb;
+    const bool penultimate_ts = len < 2 || sampled[len - 2] >= tb;
+    // Timestamps come in pairs: after a pair, text (or EOT); after a lone one, a timestamp.
+    if (last_ts) {
+      if (penultimate_ts) {
+        mask(tb, n);
+      } else {
+        mask(0, v.eot);
+      }
+    }
+    // Timestamps never decrease, and a segment is never empty.
+    int32_t last_timestamp = -1;
+    for (int32_t t : sampled) {
+      if (t >= tb) last_timestamp = t;
+    }
+    if (last_timestamp >= 0) {
+      mask(tb, (last_ts && !penultimate_ts) ? last_timestamp : last_timestamp + 1);
+    }
+    if (sampled.empty()) {
+      mask(0, tb);
+      mask(tb + kMaxInitialTimestamp + 1, n);
+    }
+  }
+  const LogSum text = log_sum(logits, 0, timestamps ? tb : n);
+  const LogSum stamps = timestamps ? log_sum(logits, tb, n) : LogSum{};
+  const double total = log_add(text.value, stamps.value);
+  Row row{logits, total, int32_t(text.argmax)};
+  if (stamps.argmax >= 0 && (text.argmax < 0 || logits[stamps.argmax] > logits[text.argmax])) {
+    row.best = int32_t(stamps.argmax);
+  }
+  // A timestamp is forced when all of them together are likelier than the best text token.
+  if (timestamps && text.argmax >= 0 && stamps.value - total > double(logits[text.argmax]) - total) {
+    mask(0, tb);
+    row.log_norm = stamps.value;
+    row.best = int32_t(stamps.argmax);
+  }
+  return row;
+}
+
+// A token drawn from softmax(logits / temperature): two passes, no buffer.
+int32_t sample(const float* logits, int64_t n, float temperature, const Row& row,
+               std::mt19937_64& rng) {
+  const double top = logits[row.best];
+  auto weight = [&](int64_t i) { return std::exp((double(logits[i]) - top) / temperature); };
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += weight(i);
+  double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits[i] == kNegInf) continue;
+    u -= weight(i);
+    if (u <= 0) return int32_t(i);
+  }
+  return row.best;  // rounding left u above 0: the likeliest token
+}
+
+// The `k` likeliest tokens of a row, likeliest first (masked ones left out).
+std::vector<int32_t> top_tokens(const float* logits, int64_t n, int32_t k) {
+  std::vector<int32_t> top;
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits[i] == kNegInf) continue;
+    if (int32_t(top.size()) == k && logits[i] <= logits[top.back()]) continue;
+    auto at = std::upper_bound(top.begin(), top.end(), logits[i],
+                               [&](float x, int32_t t) { return x > logits[t]; });
+    top.insert(at, int32_t(i));
+    if (int32_t(top.size()) > k) top.pop_back();
+  }
+  return top;
+}
+
+struct Hypothesis {
+  int32_t slot = 0;  // index into the job's sessions
+  std::vector<int32_t> tokens;
+  double sum_logprob = 0;
+  bool done = false;
+  float* logits = nullptr;  // the row to choose its next token from
+};
+
+struct Candidate {
+  std::vector<int32_t> tokens;  // without EOT
+  double sum_logprob = 0;
+};
+
+// One window's search state.
+class Search {
+ public:
+  Search(WindowJob& job, const SearchParams& p, const Vocab& v, std::mt19937_64& rng)
+      : job_(job), p_(p), v_(v), rng_(rng) {
+    beams_ = p.temperature == 0 && p.beam_size > 1;
+    n_ = hypotheses(p);
+    if (int32_t(job.hyps.size()) < n_) {
+      fail(GK_INTERNAL, "gk_asr_transcribe: a window has " + std::to_string(job.hyps.size()) +
+                            " sessions for " + std::to_string(n_) + " hypotheses");
+    }
+  }
+
+  // Steps the prompt and forks the hypotheses from it.
+  void start() {
+    const char* fn = "gk_asr_transcribe";
+    gk_session* first = job_.hyps[0];
+    check(gk_session_copy(first, job_.window), fn);
+    prompt_row_.resize(size_t(p_.vocab_size));
+    check(gk_session_step(first, job_.head.data(), int32_t(job_.head.size()), 0,
+                          prompt_row_.data()),
+          fn);
+    if (v_.no_speech >= 0) {
+      const double total = log_sum(prompt_row_.data(), 0, p_.vocab_size).value;
+      job_.result.no_speech_prob = std::exp(double(prompt_row_[size_t(v_.no_speech)]) - total);
+    }
+    if (!job_.sot_rest.empty()) {
+      check(gk_session_step(first, job_.sot_rest.data(), int32_t(job_.sot_rest.size()), 0,
+                            prompt_row_.data()),
+            fn);
+    }
+    const int64_t prompt = int64_t(job_.head.size() + job_.sot_rest.size());
+    sample_len_ = std::min(p_.n_ctx / 2, p_.n_ctx - prompt);
+    // Beams start as one hypothesis (Whisper's identical beams merge at the first step);
+    // sampled candidates as best_of copies that each draw their own tokens.
+    const int32_t start = beams_ ? 1 : n_;
+    for (int32_t i = 0; i < start; ++i) {
+      if (i > 0) check(gk_session_copy(job_.hyps[size_t(i)], first), fn);
+      Hypothesis h;
+      h.slot = i;
+      if (i == 0) {
+        h.logits = prompt_row_.data();
+      } else {
+        copies_.emplace_back(prompt_row_);
+        h.logits = copies_.back().data();
+      }
+      live_.push_back(std::move(h));
+    }
+    if (sample_len_ < 1) finish_all();
+  }
+
+  // Chooses the next token of each live hypothesis; those to step go to `sessions`/`tokens`
+  // and their hypotheses to `stepped` (in the same order).
+  void advance(std::vector<gk_session*>& sessions, std::vector<int32_t>& tokens,
+               std::vector<Hypothesis*>& stepped) {
+    ++steps_;
+    if (beams_) {
+      advance_beams();
+    } else {
+      for (Hypothesis& h : live_) {
+        if (h.done) continue;
+        const Row row = filter(h.logits, p_.vocab_size, h.tokens, p_.timestamps, v_);
+        const int32_t next = p_.temperature > 0
+                                 ? sample(h.logits, p_.vocab_size, p_.temperature, row, rng_)
+                                 : row.best;
+        h.sum_logprob += double(h.logits[next]) - row.log_norm;
+        if (next == v_.eot) {
+          h.done = true;
+          continue;
+        }
+        h.tokens.push_back(next);
+        if (int64_t(h.tokens.size()) >= sample_len_) h.done = true;
+      }
+    }
+    for (Hypothesis& h : live_) {
+      if (h.done || done_) continue;
+      sessions.push_back(job_.hyps[size_t(h.slot)]);
+      tokens.push_back(h.tokens.back());
+      stepped.push_back(&h);
+    }
+  }
+
+  bool done() const {
+    if (done_) return true;
+    return std::all_of(live_.begin(), live_.end(), [](const Hypothesis& h) { return h.done; });
+  }
+
+  // The best candidate into the job's result.
+  void finish() {
+    std::vector<Candidate> candidates = finished_;
+    if (beams_) {
+      // Too few finished beams: the likeliest live ones count as ended here.
+      std::vector<const Hypothesis*> order;
+      for (const Hypothesis& h : live_) order.push_back(&h);
+      std::stable_sort(order.begin(), order.end(), [](const Hypothesis* a, const Hypothesis* b) {
+        return a->sum_logprob > b->sum_logprob;
+      });
+      for (const Hypothesis* h : order) {
+        if (int32_t(candidates.size()) >= p_.beam_size) break;
+        candidates.push_back({h->tokens, h->sum_logprob});
+      }
+    } else {
+      for (const Hypothesis& h : live_) candidates.push_back({h.tokens, h.sum_logprob});
+    }
+    size_t best = 0;
+    double best_score = kNegInfD;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const double length = double(candidates[i].tokens.size());
+      const double score = length > 0 ? candidates[i].sum_logprob / length : kNegInfD;
+      if (i == 0 || score > best_score) {
+        best = i;
+        best_score = score;
+      }
+    }
+    Decoded& r = job_.result;
+    r.tokens = std::move(candidates[best].tokens);
+    r.sum_logprob = candidates[best].sum_logprob;
+    r.avg_logprob = r.sum_logprob / double(r.tokens.size() + 1);
+    r.temperature = p_.temperature;
+  }
+
+ private:
+  void finish_all() {
+    for (Hypothesis& h : live_) h.done = true;
+  }
+
+  // openai-whisper's BeamSearchDecoder.update: the beam_size + 1 likeliest tokens of each
+  // beam; the best beam_size unfinished sequences go on, the finished ones are kept (up to
+  // beam_size); a beam that continues another's sequence takes a copy of its session.
+  void advance_beams() {
+    struct Option {
+      double score;
+      size_t from;
+      int32_t token;
+    };
+    std::vector<Option> options;
+    for (size_t j = 0; j < live_.size(); ++j) {
+      Hypothesis& h = live_[j];
+      const Row row = filter(h.logits, p_.vocab_size, h.tokens, p_.timestamps, v_);
+      for (int32_t t : top_tokens(h.logits, p_.vocab_size, p_.beam_size + 1)) {
+        options.push_back({h.sum_logprob + double(h.logits[t]) - row.log_norm, j, t});
+      }
+    }
+    std::stable_sort(options.begin(), options.end(),
+                     [](const Option& a, const Option& b) { return a.score > b.score; });
+    std::vector<Hypothesis> next;
+    std::vector<Candidate> ended;
+    for (const Option& o : options) {
+      const Hypothesis& from = live_[o.from];
+      if (o.token == v_.eot) {
+        ended.push_back({from.tokens, o.score});
+        continue;
+      }
+      Hypothesis h;
+      h.tokens = from.tokens;
+      h.tokens.push_back(o.token);
+      h.sum_logprob = o.score;
+      h.slot = -1 - int32_t(o.from);  // resolved below
+      next.push_back(std::move(h));
+      if (int32_t(next.size()) == p_.beam_size) break;
+    }
+    for (Candidate& c : ended) {
+      if (int32_t(finished_.size()) >= p_.beam_size) break;
+      finished_.push_back(std::move(c));
+    }
+    // Sessions: the first beam continuing a sequence keeps its session, the others take a
+    // free one (of a sequence that ended or was outranked) as a copy of it.
+    std::vector<bool> taken(size_t(n_), false);
+    std::vector<int32_t> owner_slot(live_.size());
+    for (size_t j = 0; j < live_.size(); ++j) owner_slot[j] = live_[j].slot;
+    std::vector<bool> source_kept(live_.size(), false);
+    for (Hypothesis& h : next) {
+      const size_t from = size_t(-1 - h.slot);
+      if (!source_kept[from]) {
+        source_kept[from] = true;
+        h.slot = owner_slot[from];
+        taken[size_t(h.slot)] = true;
+      }
+    }
+    for (Hypothesis& h : next) {
+      if (h.slot >= 0) continue;
+      const size_t from = size_t(-1 - h.slot);
+      const int32_t slot = int32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+      taken[size_t(slot)] = true;
+      check(gk_session_copy(job_.hyps[size_t(slot)], job_.hyps[size_t(owner_slot[from])]),
+            "gk_asr_transcribe");
+      h.slot = slot;
+    }
+    live_ = std::move(next);
+    if (int32_t(finished_.size()) >= p_.beam_size || live_.empty() || steps_ >= sample_len_) {
+      done_ = true;
+    }
+  }
+
+  WindowJob& job_;
+  const SearchParams& p_;
+  const Vocab& v_;
+  std::mt19937_64& rng_;
+  bool beams_ = false;
+  int32_t n_ = 1;
+  int64_t sample_len_ = 0;
+  int64_t steps_ = 0;
+  bool done_ = false;
+  std::vector<float> prompt_row_;
+  std::vector<std::vector<float>> copies_;
+  std::vector<Hypothesis> live_;
+  std::vector<Candidate> finished_;
+};
+
+}  // namespace
+
+int32_t hypotheses(const SearchParams& p) {
+  return p.temperature > 0 ? std::max(p.best_of, 1) : std::max(p.beam_size, 1);
+}
+
+void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, const Vocab& v,
+                    std::mt19937_64& rng) {
+  std::vector<Search> searches;
+  searches.reserve(jobs.size());
+  for (WindowJob* job : jobs) {
+    searches.emplace_back(*job, p, v, rng);
+    searches.back().start();
+  }
+  std::vector<float> logits;
+  std::vector<gk_session*> sessions;
+  std::vector<int32_t> tokens;
+  std::vector<Hypothesis*> stepped;
+  while (true) {
+    sessions.clear();
+    tokens.clear();
+    stepped.clear();
+    for (Search& s : searches) {
+      if (!s.done()) s.advance(sessions, tokens, stepped);
+    }
+    if (sessions.empty()) break;
+    logits.resize(sessions.size() * size_t(p.vocab_size));
+    check(gk_session_step_batch(sessions.data(), int32_t(sessions.size()), tokens.data(),
+                                logits.data()),
+          "gk_asr_transcribe");
+    for (size_t i = 0; i < stepped.size(); ++i) {
+      stepped[i]->logits = logits.data() + i * size_t(p.vocab_size);
+    }
+  }
+  for (Search& s : searches) s.finish();
+}
+
+}  // namespace gk::asr

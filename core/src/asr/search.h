@@ -1,0 +1,52 @@
+// Whisper's decoding of encoded windows, as openai-whisper's DecodingTask does it: the logit
+// filters, then greedy decoding, beam search, or sampling of several candidates at a
+// temperature, the likeliest kept. Many windows decode at once: each step is one
+// gk_session_step_batch over every live hypothesis of every window.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "asr/vocab.h"
+#include "gpukit/gpukit.h"
+
+namespace gk::asr {
+
+struct Decoded {
+  std::vector<int32_t> tokens;  // sampled, up to (not including) EOT
+  double sum_logprob = 0;       // of the sampled tokens and EOT
+  double avg_logprob = 0;       // sum_logprob / (tokens + 1)
+  double no_speech_prob = 0;    // of <|nospeech|> right after <|startoftranscript|>
+  float temperature = 0;
+};
+
+// One window to decode. `window` holds the encoded window (gk_session_encode) and is never
+// stepped; `hyps` are sessions of the same model, at least as many as the search has
+// hypotheses (beam_size, or best_of when sampling); the search overwrites them.
+struct WindowJob {
+  gk_session* window = nullptr;
+  std::vector<gk_session*> hyps;
+  std::vector<int32_t> head;      // [<|startofprev|> previous text…] <|startoftranscript|>
+  std::vector<int32_t> sot_rest;  // language, task, <|notimestamps|>: after the head
+  Decoded result;                 // what decode_windows finds
+};
+
+struct SearchParams {
+  int32_t beam_size = 1;  // at temperature 0
+  int32_t best_of = 1;    // at a temperature > 0
+  float temperature = 0;
+  bool timestamps = true;
+  int64_t n_ctx = 0;       // the decoder's context (Whisper: 448)
+  int64_t vocab_size = 0;
+};
+
+// Hypotheses a search at `p` uses: beam_size at temperature 0, else best_of.
+int32_t hypotheses(const SearchParams& p);
+
+// Decodes every job's window; on return each job's result is its best candidate (ranked by
+// log-probability over length, as Whisper's MaximumLikelihoodRanker).
+void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, const Vocab& v,
+                    std::mt19937_64& rng);
+
+}  // namespace gk::asr
