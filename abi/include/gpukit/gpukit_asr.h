@@ -89,7 +89,7 @@ typedef struct gk_transcribe_options {
   int32_t without_previous_text; /* 1: a window's prompt is not the text before it (Whisper's
                                     condition_on_previous_text=False; older: 0) */
   int32_t batch_size;            /* the audio is split at its quietest moments into up to
-                                    batch_size parts of >= 30 s, transcribed side by side, each
+                                    batch_size parts of about 30 s or more, side by side, each
                                     step one forward pass over all (0 means 1: one after
                                     another, as Whisper; older: 1) */
   uint64_t seed;                 /* sampling at a temperature > 0: one seed, one text */

@@ -7,10 +7,14 @@
 #include "asr/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <limits>
-#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "capi/model_state.h"
 
@@ -38,7 +42,7 @@ LogSum log_sum(const float* x, int64_t from, int64_t to) {
   }
   if (out.argmax < 0) return out;
   double s = 0;
-  for (int64_t i = from; i < to; ++i) s += std::exp(double(x[i] - m));
+  for (int64_t i = from; i < to; ++i) s += double(std::exp(x[i] - m));
   out.value = double(m) + std::log(s);
   return out;
 }
@@ -146,6 +150,8 @@ struct Hypothesis {
   double sum_logprob = 0;
   bool done = false;
   float* logits = nullptr;  // the row to choose its next token from
+  Row row;                   // …filtered (filter_rows)
+  std::vector<int32_t> top;  // …its likeliest tokens, for a beam
 };
 
 struct Candidate {
@@ -204,6 +210,20 @@ class Search {
     if (sample_len_ < 1) finish_all();
   }
 
+  // The hypotheses whose next token is to be chosen (their rows filtered first).
+  void waiting(std::vector<std::pair<Search*, Hypothesis*>>& out) {
+    for (Hypothesis& h : live_) {
+      if (!h.done) out.emplace_back(this, &h);
+    }
+  }
+
+  // Filters a hypothesis's row (and finds a beam's candidates): independent of every other
+  // row, so rows are filtered on several threads.
+  void filter_row(Hypothesis& h) const {
+    h.row = filter(h.logits, p_.vocab_size, h.tokens, p_.timestamps, v_);
+    if (beams_) h.top = top_tokens(h.logits, p_.vocab_size, p_.beam_size + 1);
+  }
+
   // Chooses the next token of each live hypothesis; those to step go to `sessions`/`tokens`
   // and their hypotheses to `stepped` (in the same order).
   void advance(std::vector<gk_session*>& sessions, std::vector<int32_t>& tokens,
@@ -214,7 +234,7 @@ class Search {
     } else {
       for (Hypothesis& h : live_) {
         if (h.done) continue;
-        const Row row = filter(h.logits, p_.vocab_size, h.tokens, p_.timestamps, v_);
+        const Row& row = h.row;
         const int32_t next = p_.temperature > 0
                                  ? sample(h.logits, p_.vocab_size, p_.temperature, row, rng_)
                                  : row.best;
@@ -290,10 +310,9 @@ class Search {
     };
     std::vector<Option> options;
     for (size_t j = 0; j < live_.size(); ++j) {
-      Hypothesis& h = live_[j];
-      const Row row = filter(h.logits, p_.vocab_size, h.tokens, p_.timestamps, v_);
-      for (int32_t t : top_tokens(h.logits, p_.vocab_size, p_.beam_size + 1)) {
-        options.push_back({h.sum_logprob + double(h.logits[t]) - row.log_norm, j, t});
+      const Hypothesis& h = live_[j];
+      for (int32_t t : h.top) {
+        options.push_back({h.sum_logprob + double(h.logits[t]) - h.row.log_norm, j, t});
       }
     }
     std::stable_sort(options.begin(), options.end(),
@@ -362,6 +381,88 @@ class Search {
   std::vector<Candidate> finished_;
 };
 
+
+// Runs fn(i) for i in [0, n) on a few threads, the caller's among them: a decode step's rows
+// of many windows are filtered side by side (each is a pass or two over the vocabulary).
+class RowThreads {
+ public:
+  RowThreads() {
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    for (size_t i = 1; i < std::min<size_t>(cores, kMostRowThreads); ++i) {
+      threads_.emplace_back([this] { serve(); });
+    }
+  }
+  ~RowThreads() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  RowThreads(const RowThreads&) = delete;
+  RowThreads& operator=(const RowThreads&) = delete;
+
+  void run(size_t n, const std::function<void(size_t)>& fn) {
+    if (threads_.empty() || n < 2) {
+      for (size_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      fn_ = &fn;
+      n_ = n;
+      next_ = 0;
+      busy_ = threads_.size();
+      ++round_;
+    }
+    start_.notify_all();
+    take(fn, n);
+    std::unique_lock<std::mutex> lock(m_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  static constexpr size_t kMostRowThreads = 16;
+
+  void take(const std::function<void(size_t)>& fn, size_t n) {
+    for (size_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) fn(i);
+  }
+
+  void serve() {
+    uint64_t seen = 0;
+    while (true) {
+      const std::function<void(size_t)>* fn = nullptr;
+      size_t n = 0;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        start_.wait(lock, [&] { return stop_ || round_ != seen; });
+        if (stop_) return;
+        seen = round_;
+        fn = fn_;
+        n = n_;
+      }
+      take(*fn, n);
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        --busy_;
+      }
+      done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex m_;
+  std::condition_variable start_, done_;
+  const std::function<void(size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  std::atomic<size_t> next_{0};
+  size_t busy_ = 0;
+  uint64_t round_ = 0;
+  bool stop_ = false;
+};
+
 }  // namespace
 
 int32_t hypotheses(const SearchParams& p) {
@@ -376,11 +477,18 @@ void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, 
     searches.emplace_back(*job, p, v, rng);
     searches.back().start();
   }
+  RowThreads threads;
   std::vector<float> logits;
+  std::vector<std::pair<Search*, Hypothesis*>> rows;
   std::vector<gk_session*> sessions;
   std::vector<int32_t> tokens;
   std::vector<Hypothesis*> stepped;
   while (true) {
+    rows.clear();
+    for (Search& s : searches) {
+      if (!s.done()) s.waiting(rows);
+    }
+    threads.run(rows.size(), [&](size_t i) { rows[i].first->filter_row(*rows[i].second); });
     sessions.clear();
     tokens.clear();
     stepped.clear();
