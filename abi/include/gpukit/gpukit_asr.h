@@ -41,7 +41,7 @@ typedef struct gk_encoder_info {
 GK_API gk_status gk_model_get_encoder_info(const gk_model* model, gk_encoder_info* out);
 
 /* ---------------------------------------------------------------------------------
- * Transcription: Whisper's greedy decoding over 30 s windows.
+ * Transcription: Whisper's decoding over 30 s windows.
  * ------------------------------------------------------------------------------- */
 
 typedef struct gk_transcript gk_transcript;
@@ -68,32 +68,56 @@ typedef int32_t (*gk_segment_fn)(void* user_data, const gk_transcript_segment* s
 typedef struct gk_transcribe_options {
   size_t struct_size;            /* sizeof(gk_transcribe_options) */
   const char* language;          /* "en", "de", …; NULL: detected (multilingual models) */
-  int32_t beam_size;             /* 1: greedy (the only search implemented; 0 means 1) */
-  float temperature;             /* 0: greedy (the only one implemented) */
+  int32_t beam_size;             /* at temperature 0: 1 greedy, > 1 beam search (0 means 1) */
+  float temperature;             /* the first temperature: 0 greedy or beam, > 0 sampling */
   int32_t without_timestamps;    /* 1: one segment per window, no timestamp tokens */
   float no_speech_threshold;     /* skip a window above this no-speech probability… */
-  float logprob_threshold;       /* …when its average log-probability is below this */
+  float logprob_threshold;       /* …when its average log-probability is below this; also a
+                                    fallback threshold (below it: decode again) */
   gk_segment_fn on_segment;      /* may be NULL */
   void* user_data;
+  /* ABI 1.12: read when struct_size covers them; an older caller gets the values after
+   * "older:". */
+  int32_t best_of;               /* candidates sampled per window at a temperature > 0, the
+                                    likeliest kept (Whisper: 5; 0 means 5) */
+  float temperature_increment;   /* fallback (Whisper: 0.2): a window whose text fails a
+                                    threshold is decoded again at temperature + increment, …
+                                    up to 1.0; 0: no fallback (older: 0) */
+  float compression_ratio_threshold; /* fallback when the text's zlib compression ratio is
+                                        above it, too repetitive (Whisper: 2.4); 0: unchecked
+                                        (older: 0) */
+  int32_t without_previous_text; /* 1: a window's prompt is not the text before it (Whisper's
+                                    condition_on_previous_text=False; older: 0) */
+  int32_t batch_size;            /* the audio is split at its quietest moments into up to
+                                    batch_size parts of about 30 s or more, side by side, each
+                                    step one forward pass over all (0 means 1: one after
+                                    another, as Whisper; older: 1) */
+  uint64_t seed;                 /* sampling at a temperature > 0: one seed, one text */
 } gk_transcribe_options;
 
 #define GK_TRANSCRIBE_OPTIONS_SIZE GK_STRUCT_SIZE(gk_transcribe_options, user_data)
+#define GK_TRANSCRIBE_OPTIONS_SIZE_1_12 GK_STRUCT_SIZE(gk_transcribe_options, seed)
 
-/* Whisper's defaults: language NULL, beam 1, temperature 0, timestamps on, no-speech
- * threshold 0.6, log-probability threshold -1. */
-#define GK_TRANSCRIBE_OPTIONS_INIT \
-  { sizeof(gk_transcribe_options), NULL, 1, 0.0f, 0, 0.6f, -1.0f, NULL, NULL }
+/* Whisper's defaults: language NULL, greedy at temperature 0 with fallback by 0.2 up to 1.0
+ * (best of 5 at each), timestamps on, no-speech threshold 0.6, log-probability threshold -1,
+ * compression ratio threshold 2.4, prompts with the previous text, one part at a time. */
+#define GK_TRANSCRIBE_OPTIONS_INIT                                                          \
+  { sizeof(gk_transcribe_options), NULL, 1, 0.0f, 0, 0.6f, -1.0f, NULL, NULL, 5, 0.2f, 2.4f, \
+    0, 1, 0 }
 
 /* Transcribes `audio`, a 1-D f32 tensor of 16 kHz mono samples on any device
  * (gk_audio_load gives one), with the Whisper `model` (its folder's tokenizer.json and
  * generation_config.json are read at each call; without generation_config.json only the
- * special tokens are suppressed). The audio is cut in 30 s windows; each
- * is decoded greedily with Whisper's rules (suppressed blank and suppress_tokens,
- * timestamp pairs, at most 1 s initial timestamp) and the next window starts at the last
- * timestamp. `options` may be NULL (the defaults above). *out receives a new transcript;
- * release it with gk_transcript_release. Errors: INVALID_ARGUMENT for an empty or
- * non-f32/1-D tensor, bad options or a model that is not Whisper; UNIMPLEMENTED for a beam
- * or a temperature other than greedy. Any thread; one call per model at a time. */
+ * special tokens are suppressed), as openai-whisper's transcribe() does: the audio is cut
+ * in 30 s windows, each decoded with Whisper's rules (suppressed blank and suppress_tokens,
+ * timestamp pairs, at most 1 s initial timestamp) by greedy or beam search (beam_size;
+ * finished beams ranked by log-probability over length) or, at a temperature > 0, by
+ * sampling best_of candidates; a window that fails the compression-ratio or log-probability
+ * threshold is decoded again at the next temperature, and the next window starts at the
+ * last timestamp. `options` may be NULL (the defaults above). *out receives a new
+ * transcript; release it with gk_transcript_release. Errors: INVALID_ARGUMENT for an empty
+ * or non-f32/1-D tensor, bad options (each named with its range) or a model that is not
+ * Whisper. Any thread; one call per model at a time. */
 GK_API gk_status gk_asr_transcribe(gk_model* model, const gk_tensor* audio,
                                    const gk_transcribe_options* options, gk_transcript** out);
 
