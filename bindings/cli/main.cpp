@@ -8,7 +8,11 @@
 //   gpukit tasks [--device N] [--json]
 //   gpukit weights PATH [--device D] [--dtype T] [--json]
 //   gpukit generate --model PATH --prompt TEXT [--max-tokens N] [--device D] [--chat] ...
-//   gpukit transcribe FILE --model PATH [--device D] [--language L] [--json]
+//   gpukit transcribe FILE --model PATH [--device D] [--language L] [--beam-size N]
+//                     [--best-of N] [--temperature T] [--temperature-increment S]
+//                     [--compression-ratio-threshold R] [--logprob-threshold L]
+//                     [--no-speech-threshold P] [--no-previous-text] [--batch-size N]
+//                     [--seed S] [--without-timestamps] [--json]
 //
 // A client of the C ABI (gpukit.h) only. On failure it prints the status and
 // gk_last_error() to stderr and exits non-zero.
@@ -137,6 +141,33 @@ int run(int argc, char** argv) {
                          "A language code such as en (default: detected, or en for .en models)");
   transcribe->add_flag("--without-timestamps", tr.without_timestamps,
                        "One segment per 30 s window, no timestamp tokens");
+  gk_transcribe_options& dec = tr.decoding;
+  transcribe->add_option("--beam-size", dec.beam_size,
+                         "At temperature 0: 1 is greedy, N > 1 beam search (1)");
+  transcribe->add_option("--best-of", dec.best_of,
+                         "Candidates sampled per window at a temperature > 0, the likeliest "
+                         "kept (5)");
+  transcribe->add_option("--temperature", dec.temperature,
+                         "The first temperature: 0 greedy or beam search, > 0 sampling (0)");
+  transcribe->add_option("--temperature-increment", dec.temperature_increment,
+                         "Fallback step: a window whose text fails a threshold is decoded again "
+                         "at the next temperature, up to 1.0; 0 disables fallback (0.2)");
+  transcribe->add_option("--compression-ratio-threshold", dec.compression_ratio_threshold,
+                         "Fall back when the text's zlib compression ratio is above it (too "
+                         "repetitive); 0: unchecked (2.4)");
+  transcribe->add_option("--logprob-threshold", dec.logprob_threshold,
+                         "Fall back when the average log-probability is below it; also skip a "
+                         "silent window only below it (-1)");
+  transcribe->add_option("--no-speech-threshold", dec.no_speech_threshold,
+                         "Skip a window whose no-speech probability is above it and whose "
+                         "average log-probability is below --logprob-threshold (0.6)");
+  transcribe->add_flag("--no-previous-text", tr.without_previous_text,
+                       "Do not prompt each window with the text before it (Whisper's "
+                       "condition_on_previous_text=False)");
+  transcribe->add_option("--batch-size", dec.batch_size,
+                         "Split the audio at its quietest moments into up to N parts of about 30 s "
+                         "or more, transcribed side by side; 1 reads them one after another (1)");
+  transcribe->add_option("--seed", dec.seed, "Sampling: the same seed gives the same text (0)");
   transcribe->add_flag("--json", tr.json,
                        "JSON: {text, language, duration, segments: [{start, end, text, "
                        "avg_logprob, no_speech_prob, tokens}]}");

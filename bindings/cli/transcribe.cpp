@@ -69,7 +69,9 @@ int cmd_transcribe(gk_runtime* rt, int32_t device, const TranscribeOptions& o) {
   progress.print = !o.json;
   progress.terminal = terminal;
   progress.duration = double(desc.shape[0]) / 16000.0;
-  gk_transcribe_options t = GK_TRANSCRIBE_OPTIONS_INIT;
+  gk_transcribe_options t = o.decoding;
+  t.struct_size = sizeof t;
+  t.without_previous_text = o.without_previous_text ? 1 : 0;
   t.language = o.language.empty() ? nullptr : o.language.c_str();
   t.without_timestamps = o.without_timestamps ? 1 : 0;
   t.on_segment = Progress::on_segment;

@@ -16,6 +16,10 @@ struct TranscribeOptions {
   std::string language;  // "" = the model's (detected for multilingual models)
   bool without_timestamps = false;
   bool json = false;
+  // Search, fallback, batching and seed: Whisper's defaults, each flag given overrides its
+  // field (language, without_timestamps and the callback are set from the fields above).
+  gk_transcribe_options decoding = GK_TRANSCRIBE_OPTIONS_INIT;
+  bool without_previous_text = false;
 };
 
 // Transcribes o.file on `device`: each segment on stdout as "[start --> end] text" when it

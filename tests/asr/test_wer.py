@@ -123,7 +123,9 @@ def measure(model, wer_audio, normalize, beam_size):
     refs, hyps = [], []
     for path, text, _voice, _wpm in wer_audio:
         refs.append(text)
-        hyps.append(model.transcribe(whisper_eval.read_wav(path), beam_size=beam_size).text)
+        # Temperature 0 alone, as HF's generate() that set the bars (no fallback).
+        hyps.append(model.transcribe(whisper_eval.read_wav(path), beam_size=beam_size,
+                                     temperature=0.0).text)
     report = "\n".join(f"  {normalize(r)!r} -> {normalize(h)!r}" for r, h in zip(refs, hyps))
     return word_error_rate(refs, hyps, normalize), report
 

@@ -1,4 +1,4 @@
-"""Speech recognition, thin over the C ABI (gpukit_audio.h, ABI 1.9; gpukit_asr.h, ABI 1.11;
+"""Speech recognition, thin over the C ABI (gpukit_audio.h, ABI 1.9; gpukit_asr.h, ABI 1.12;
 docs/asr.md).
 
     samples = gpukit.asr.load_audio("speech.flac")        # mono float32 at 16 kHz
@@ -11,6 +11,7 @@ channels are averaged down to mono.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -20,13 +21,40 @@ from ._creation import asarray
 from ._lib import check, ffi, lib
 from ._runtime import _default_runtime
 
-__all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "load_audio", "log_mel_spectrogram", "load",
-           "WhisperModel", "Transcript", "Segment"]
+__all__ = ["SAMPLE_RATE", "N_FFT", "HOP_LENGTH", "WHISPER_TEMPERATURES", "load_audio",
+           "log_mel_spectrogram", "load", "WhisperModel", "Transcript", "Segment"]
 
 #: Whisper's parameters: 16 kHz audio, 400-sample (25 ms) windows every 160 samples (10 ms).
 SAMPLE_RATE = 16000
 N_FFT = 400
 HOP_LENGTH = 160
+#: openai-whisper's transcribe() default: greedy (or beam) at 0, then fallback by 0.2 up to 1.0.
+WHISPER_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def _temperature_schedule(temperature, increment) -> tuple:
+    """(start, step) of gk_transcribe_options for transcribe's `temperature` (a float or
+    Whisper's sequence) and `temperature_increment` (None: taken from the sequence)."""
+    if isinstance(temperature, (int, float, np.floating, np.integer)):
+        return float(temperature), 0.0 if increment is None else float(increment)
+    values = [float(t) for t in temperature]
+    if increment is not None:
+        raise ValueError(f"temperature={tuple(values)} is a sequence, which carries its own "
+                         f"step; give temperature_increment={increment!r} with a single "
+                         "starting temperature instead")
+    if not values:
+        raise ValueError("temperature=() is empty; give a temperature or a sequence of them")
+    if len(values) == 1:
+        return values[0], 0.0
+    start, step = values[0], (values[-1] - values[0]) / (len(values) - 1)
+    even = all(abs(t - (start + i * step)) <= 1e-6 for i, t in enumerate(values))
+    if not (even and step > 0 and values[-1] <= 1.0 + 1e-6 and values[-1] + step > 1.0 + 1e-6):
+        raise ValueError(
+            f"temperature={tuple(values)}: the C ABI takes a start and a step (fallback at "
+            "start, start + step, ... up to 1.0), so a sequence must be evenly spaced, "
+            "increasing and run to the last step before 1.0 is passed, as Whisper's "
+            f"{WHISPER_TEMPERATURES}; or give a single temperature with temperature_increment")
+    return start, step
 
 
 def _tensor_to_numpy(tensor) -> np.ndarray:
@@ -147,16 +175,45 @@ class WhisperModel:
         self._session(mel, out)
         return out
 
-    def transcribe(self, audio, language=None, beam_size: int = 1, temperature: float = 0.0,
-                   *, without_timestamps: bool = False, no_speech_threshold: float = 0.6,
-                   logprob_threshold: float = -1.0, on_segment=None) -> "Transcript":
-        """Transcribes `audio` (a sound file's path, or 16 kHz mono float samples) with
-        Whisper's greedy decoding over 30 s windows (gk_asr_transcribe): a Transcript with
+    def transcribe(self, audio, language=None, beam_size: int | None = 1,
+                   temperature=WHISPER_TEMPERATURES, *, temperature_increment=None,
+                   best_of: int | None = 5, compression_ratio_threshold: float | None = 2.4,
+                   logprob_threshold: float | None = -1.0,
+                   no_speech_threshold: float | None = 0.6,
+                   condition_on_previous_text: bool = True, without_timestamps: bool = False,
+                   batch_size: int = 1, seed: int = 0, on_segment=None) -> "Transcript":
+        """Transcribes `audio` (a sound file's path, or 16 kHz mono float samples) over 30 s
+        windows as openai-whisper's transcribe() does (gk_asr_transcribe): a Transcript with
         .text, .language and .segments (each .start, .end in seconds, .text, .avg_logprob,
-        .no_speech_prob, .tokens). `language` None: the model's (detected by a multilingual
-        model). Only beam_size 1 and temperature 0 are implemented (others raise
-        gpukit.Unimplemented). `on_segment(segment)` is called as each segment is found; a
-        true return stops the transcription there."""
+        .no_speech_prob, .tokens). The options keep Whisper's names and defaults:
+
+        - `language`: None is the model's (detected by a multilingual model).
+        - `beam_size`: at temperature 0, 1 (or None) is greedy, N > 1 beam search.
+        - `temperature`: a float (that temperature alone, no fallback) or Whisper's increasing,
+          evenly spaced sequence, default (0.0, 0.2, 0.4, 0.6, 0.8, 1.0): a window whose text
+          fails a threshold below is decoded again at the next one. The C ABI takes a start
+          and a step up to 1.0, so a sequence must be t0, t0 + s, … up to its last value <= 1.0
+          with no room for another step; others raise ValueError. `temperature_increment`
+          gives the step directly with a float temperature (0: no fallback).
+        - `best_of`: candidates sampled per window at a temperature > 0, the likeliest kept.
+        - `compression_ratio_threshold`: fall back when the text's zlib compression ratio is
+          above it (too repetitive); None never does.
+        - `logprob_threshold`: fall back when the average log-probability is below it; None
+          never does, and then no window is skipped as silent either (Whisper's None keeps the
+          no-speech skip on `no_speech_threshold` alone; the C ABI cannot say that).
+        - `no_speech_threshold`: a window whose no-speech probability is above it and whose
+          average log-probability is below `logprob_threshold` gives no text; None: never.
+        - `condition_on_previous_text`: False stops prompting each window with the text
+          before it.
+        - `without_timestamps`: one segment per window, no timestamp tokens.
+        - `batch_size`: N > 1 splits the audio at its quietest moments into up to N parts of
+          about 30 s or more, transcribed side by side (one forward pass per step over all).
+        - `seed`: sampling at a temperature > 0 repeats with the same seed.
+
+        The C side checks the ranges and names the option it refuses (gpukit.InvalidArgument).
+        `on_segment(segment)` is called as each segment is found; a true return stops the
+        transcription there."""
+        start, step = _temperature_schedule(temperature, temperature_increment)
         rt = self.device.runtime
         tensor = ffi.new("gk_tensor**")
         if isinstance(audio, (str, bytes, os.PathLike)):
@@ -175,11 +232,21 @@ class WhisperModel:
         opts.struct_size = ffi.sizeof("gk_transcribe_options")
         lang = ffi.new("char[]", language.encode()) if language else ffi.NULL
         opts.language = lang
-        opts.beam_size = int(beam_size)
-        opts.temperature = float(temperature)
+        opts.beam_size = 0 if beam_size is None else int(beam_size)
+        opts.temperature = start
+        opts.temperature_increment = step
+        opts.best_of = 0 if best_of is None else int(best_of)
+        opts.compression_ratio_threshold = (0.0 if compression_ratio_threshold is None
+                                            else float(compression_ratio_threshold))
+        opts.logprob_threshold = (-math.inf if logprob_threshold is None
+                                  else float(logprob_threshold))
+        # A probability is never above 1: None never skips a window as silent.
+        opts.no_speech_threshold = (1.0 if no_speech_threshold is None
+                                    else float(no_speech_threshold))
+        opts.without_previous_text = 0 if condition_on_previous_text else 1
         opts.without_timestamps = 1 if without_timestamps else 0
-        opts.no_speech_threshold = float(no_speech_threshold)
-        opts.logprob_threshold = float(logprob_threshold)
+        opts.batch_size = int(batch_size)
+        opts.seed = int(seed) & (2**64 - 1)
         errors = []
         if on_segment is not None:
             @ffi.callback("int32_t(void*, const gk_transcript_segment*)")
