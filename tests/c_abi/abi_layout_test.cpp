@@ -308,6 +308,14 @@ GK_PIN(gk_transcribe_options, logprob_threshold, 32);
 GK_PIN(gk_transcribe_options, on_segment, 40);
 GK_PIN(gk_transcribe_options, user_data, 48);
 static_assert(GK_TRANSCRIBE_OPTIONS_SIZE == 56);
+// ABI 1.12's decoding options follow user_data.
+GK_PIN(gk_transcribe_options, best_of, 56);
+GK_PIN(gk_transcribe_options, temperature_increment, 60);
+GK_PIN(gk_transcribe_options, compression_ratio_threshold, 64);
+GK_PIN(gk_transcribe_options, without_previous_text, 68);
+GK_PIN(gk_transcribe_options, batch_size, 72);
+GK_PIN(gk_transcribe_options, seed, 80);
+static_assert(GK_TRANSCRIBE_OPTIONS_SIZE_1_12 == 88);
 
 // ------------------------------------------- gpukit_dlpack.h (the DLPack 1.x spec layout)
 GK_PIN(DLPackVersion, major, 0);
