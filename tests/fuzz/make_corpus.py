@@ -506,6 +506,27 @@ TOKENIZER = {
 }
 
 
+# ---- tiktoken: a vocabulary file's text, 'BASE64 RANK' per line (fuzz_tiktoken.cpp) ----
+def tiktoken_seeds():
+    import base64
+
+    def vocab(tokens):
+        return "".join(f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(tokens))
+    every_byte = [bytes([b]) for b in range(256)]
+    merged = every_byte + [b"He", b"ll", b"llo", b"Hello", b" w", b" wor", b"12", b"123"]
+    return {
+        "every_byte": vocab(every_byte),
+        "merges": vocab(merged),
+        "crlf_and_padding_token": vocab(merged).replace("\n", "\r\n") + "= 264\n",
+        "some_bytes": vocab([b"H", b"e", b"He", b"\xc3", b"\xa9"]),
+        "rank_out_of_order": "SA== 0\nZQ== 5\n",
+        "not_base64": "SA== 0\n!!!! 1\n",
+        "three_fields": "SA== 0 x\n",
+        "repeated_bytes": "SA== 0\nSA== 1\n",
+        "huge_rank": "SA== 99999999999999999999\n",
+    }
+
+
 # ---- audio: a sound file's bytes (fuzz_audio.cpp). Encoded by the system libsndfile through
 # tests/asr/make_speech.py, so only formats it writes are seeded; a WAV header is written by
 # hand to claim far more frames than it holds. ----
@@ -555,6 +576,7 @@ def main():
     write("manifest", MANIFEST)
     write("weights", WEIGHTS)
     write("tokenizer", TOKENIZER)
+    write("tiktoken", tiktoken_seeds())
     write("audio", audio_seeds())
 
 

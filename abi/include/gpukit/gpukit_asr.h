@@ -106,8 +106,9 @@ typedef struct gk_transcribe_options {
     0, 1, 0 }
 
 /* Transcribes `audio`, a 1-D f32 tensor of 16 kHz mono samples on any device
- * (gk_audio_load gives one), with the Whisper `model` (its folder's tokenizer.json and
- * generation_config.json are read at each call; without generation_config.json only the
+ * (gk_audio_load gives one), with the Whisper `model` (its folder's tokenizer.json, or
+ * without one openai-whisper's multilingual.tiktoken or gpt2.tiktoken with Whisper's special
+ * tokens after its ranks, and generation_config.json are read at each call; without generation_config.json only the
  * special tokens are suppressed), as openai-whisper's transcribe() does: the audio is cut
  * in 30 s windows, each decoded with Whisper's rules (suppressed blank and suppress_tokens,
  * timestamp pairs, at most 1 s initial timestamp) by greedy or beam search (beam_size;

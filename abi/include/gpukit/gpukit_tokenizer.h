@@ -44,6 +44,21 @@ GK_API gk_status gk_tokenizer_from_weights(const gk_weights* weights, gk_tokeniz
 GK_API gk_status gk_tokenizer_open(gk_runtime* runtime, const char* tokenizer_json_path,
                                    gk_tokenizer** out);
 
+/* (ABI 1.12) Makes a tokenizer from a tiktoken-format vocabulary (openai-whisper's
+ * gpt2.tiktoken and multilingual.tiktoken, tiktoken's .tiktoken files): a line per token,
+ * its bytes in base64 and its rank 0, 1, 2, …, which is its id. Merges follow tiktoken's
+ * rule (the adjacent pair whose bytes together have the lowest rank). `special_tokens`
+ * (`num_special` strings, may be NULL when 0) become the control tokens after the last rank,
+ * in order; "<|endoftext|>" among them is the EOS. `pattern` is the PCRE2 pattern that cuts
+ * the text (NULL: GPT-2's, which Whisper and r50k/p50k use). NOT_FOUND when the file is
+ * missing; INVALID_ARGUMENT naming the file and line when it is malformed (a field that is
+ * not base64, a rank out of order) or a pattern PCRE2 refuses. Release *out with
+ * gk_tokenizer_release. Any thread. */
+GK_API gk_status gk_tokenizer_open_tiktoken(gk_runtime* runtime, const char* path,
+                                            const char* const* special_tokens,
+                                            int32_t num_special, const char* pattern,
+                                            gk_tokenizer** out);
+
 /* Releases the tokenizer. Detokenizers made from it stay valid (they hold what they need).
  * NULL is a no-op. No other call on this tokenizer may be in flight. */
 GK_API void gk_tokenizer_release(gk_tokenizer* tokenizer);

@@ -60,6 +60,20 @@ class Tokenizer:
         check(lib.gk_tokenizer_open(_default_runtime().ptr, os.fsencode(os.fspath(path)), out))
         return cls(out[0])
 
+    @classmethod
+    def open_tiktoken(cls, path, special_tokens=(), pattern=None) -> "Tokenizer":
+        """From a tiktoken-format vocabulary (openai-whisper's gpt2.tiktoken and
+        multilingual.tiktoken): each line's base64 bytes get its rank as id; the
+        `special_tokens` (strings) follow as control tokens in order; `pattern` (a PCRE2
+        pattern) cuts the text, GPT-2's when None."""
+        names = [ffi.new("char[]", s.encode()) for s in special_tokens]
+        array = ffi.new("char*[]", names) if names else ffi.NULL
+        out = ffi.new("gk_tokenizer**")
+        check(lib.gk_tokenizer_open_tiktoken(
+            _default_runtime().ptr, os.fsencode(os.fspath(path)), array, len(names),
+            pattern.encode() if pattern is not None else ffi.NULL, out))
+        return cls(out[0])
+
     def encode(self, text, add_special: bool = True, parse_special: bool = False) -> list:
         """Token ids of `text` (str, or bytes taken as UTF-8; invalid UTF-8 reads as U+FFFD
         per invalid part). `add_special` adds BOS/EOS where the model says to;

@@ -142,10 +142,7 @@ class Transcriber {
     n_mels_ = enc.n_mels;
     const std::filesystem::path folder(model_path(model));
     v_ = read_vocab(folder, vocab_size_);
-    gk_tokenizer* tok = nullptr;
-    check(gk_tokenizer_open(model_runtime(model), (folder / "tokenizer.json").c_str(), &tok),
-          "gk_asr_transcribe");
-    tokenizer_.reset(tok);
+    tokenizer_.reset(open_tokenizer(model_runtime(model), v_));
     rng_.seed(o.seed);
   }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 
 #include "common/error.h"
@@ -24,12 +25,77 @@ nlohmann::json read_json(const std::filesystem::path& path, bool required) {
   return j;
 }
 
-}  // namespace
+// openai-whisper's language codes in token order (whisper/tokenizer.py's LANGUAGES):
+// multilingual models have the first 99, large-v3 all 100.
+constexpr const char* kLanguages[] = {
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
+    "it", "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
+    "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
+    "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
+    "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
+    "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
+    "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
+constexpr int64_t kNumLanguages = int64_t(sizeof(kLanguages) / sizeof(kLanguages[0]));
+constexpr int64_t kTimestamps = 1501;  // <|0.00|> … <|30.00|>
 
-Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
-  Vocab v;
-  const nlohmann::json tok = read_json(folder / "tokenizer.json", true);
+// Lines in a tiktoken file: its ranks.
+int64_t count_ranks(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  int64_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) n += !line.empty() && line != "\r";
+  return n;
+}
+
+// Whisper's special tokens after a tiktoken vocabulary of `ranks` tokens, as
+// openai-whisper's tokenizer lays them out for a model of `vocab_size` ids.
+std::vector<std::string> whisper_specials(const std::filesystem::path& file, int64_t ranks,
+                                          int64_t vocab_size) {
+  const int64_t languages = vocab_size - ranks - 8 - kTimestamps;
+  if (languages < 0 || languages > kNumLanguages) {
+    fail(GK_INVALID_ARGUMENT,
+         "gk_asr_transcribe: " + file.string() + " has " + std::to_string(ranks) +
+             " tokens, which leaves " + std::to_string(languages) +
+             " language tokens in the model's " + std::to_string(vocab_size) +
+             " ids (Whisper has 0 to " + std::to_string(kNumLanguages) + ")");
+  }
+  std::vector<std::string> out = {"<|endoftext|>", "<|startoftranscript|>"};
+  for (int64_t i = 0; i < languages; ++i) out.push_back(std::string("<|") + kLanguages[i] + "|>");
+  for (const char* s : {"<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
+                        "<|nospeech|>", "<|notimestamps|>"}) {
+    out.emplace_back(s);
+  }
+  char stamp[16];
+  for (int64_t i = 0; i < kTimestamps; ++i) {
+    std::snprintf(stamp, sizeof(stamp), "<|%.2f|>", double(i) * 0.02);
+    out.emplace_back(stamp);
+  }
+  return out;
+}
+
+// The special tokens by id: tokenizer.json's added tokens, else Whisper's layout after the
+// folder's tiktoken vocabulary (recorded in `v` for open_tokenizer).
+std::vector<std::pair<std::string, int32_t>> special_tokens(const std::filesystem::path& folder,
+                                                            int64_t vocab_size, Vocab& v) {
   std::vector<std::pair<std::string, int32_t>> added;
+  std::error_code ec;
+  if (!std::filesystem::exists(folder / "tokenizer.json", ec)) {
+    for (const char* name : {"multilingual.tiktoken", "gpt2.tiktoken"}) {
+      const std::filesystem::path file = folder / name;
+      if (!std::filesystem::exists(file, ec)) continue;
+      const int64_t ranks = count_ranks(file);
+      v.tokenizer_file = file;
+      v.tiktoken_specials = whisper_specials(file, ranks, vocab_size);
+      for (size_t i = 0; i < v.tiktoken_specials.size(); ++i) {
+        added.emplace_back(v.tiktoken_specials[i], int32_t(ranks + int64_t(i)));
+      }
+      return added;
+    }
+    fail(GK_NOT_FOUND, "gk_asr_transcribe: " + folder.string() +
+                           " has no tokenizer.json, multilingual.tiktoken or gpt2.tiktoken");
+  }
+  v.tokenizer_file = folder / "tokenizer.json";
+  const nlohmann::json tok = read_json(v.tokenizer_file, true);
   if (auto a = tok.find("added_tokens"); a != tok.end() && a->is_array()) {
     for (const auto& t : *a) {
       if (t.contains("content") && t["content"].is_string() && t.contains("id") &&
@@ -38,6 +104,30 @@ Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
       }
     }
   }
+  return added;
+}
+
+}  // namespace
+
+gk_tokenizer* open_tokenizer(gk_runtime* runtime, const Vocab& v) {
+  gk_tokenizer* out = nullptr;
+  gk_status status;
+  if (v.tiktoken_specials.empty()) {
+    status = gk_tokenizer_open(runtime, v.tokenizer_file.c_str(), &out);
+  } else {
+    std::vector<const char*> names;
+    for (const std::string& s : v.tiktoken_specials) names.push_back(s.c_str());
+    status = gk_tokenizer_open_tiktoken(runtime, v.tokenizer_file.c_str(), names.data(),
+                                        int32_t(names.size()), nullptr, &out);
+  }
+  if (status != GK_OK) fail(status, std::string("gk_asr_transcribe: ") + last_error());
+  return out;
+}
+
+Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
+  Vocab v;
+  const std::vector<std::pair<std::string, int32_t>> added =
+      special_tokens(folder, vocab_size, v);
   auto id = [&](const char* name) {
     for (const auto& [text, i] : added) {
       if (text == name) return i;
@@ -56,7 +146,7 @@ Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size) {
                              {"<|startoftranscript|>", v.sot},
                              {"<|notimestamps|>", v.no_timestamps}}) {
     if (value < 0 || value >= vocab_size) {
-      fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: " + (folder / "tokenizer.json").string() +
+      fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: " + v.tokenizer_file.string() +
                                     " has no Whisper token " + name + " within the model's " +
                                     std::to_string(vocab_size) + " ids");
     }

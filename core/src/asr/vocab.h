@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "gpukit/gpukit.h"
+
 namespace gk::asr {
 
 struct Vocab {
@@ -16,12 +18,21 @@ struct Vocab {
   std::vector<std::pair<std::string, int32_t>> languages;  // "en" -> <|en|>
   std::vector<int32_t> suppress, begin_suppress;
   bool multilingual = false;
+  // The tokenizer: tokenizer.json, or a tiktoken vocabulary with Whisper's specials after it.
+  std::filesystem::path tokenizer_file;
+  std::vector<std::string> tiktoken_specials;  // empty for tokenizer.json
 };
 
 // The special tokens come from tokenizer.json's added tokens (the timestamps follow
-// <|notimestamps|>, which tokenizer.json need not list); the suppressed ones from
-// generation_config.json when the folder has one. INVALID_ARGUMENT naming the file when a
-// token Whisper needs is missing or outside the model's `vocab_size` ids.
+// <|notimestamps|>, which tokenizer.json need not list) or, without one, from Whisper's
+// layout after the folder's multilingual.tiktoken or gpt2.tiktoken (openai-whisper's
+// vocabularies; the model's vocab_size says how many languages); the suppressed ones from
+// generation_config.json when the folder has one. NOT_FOUND without a vocabulary;
+// INVALID_ARGUMENT naming the file when a token Whisper needs is missing or outside the
+// model's `vocab_size` ids.
 Vocab read_vocab(const std::filesystem::path& folder, int64_t vocab_size);
+
+// The tokenizer `v` names (release it with gk_tokenizer_release).
+gk_tokenizer* open_tokenizer(gk_runtime* runtime, const Vocab& v);
 
 }  // namespace gk::asr

@@ -70,6 +70,34 @@ GK_API gk_status gk_tokenizer_open(gk_runtime* runtime, const char* tokenizer_js
   });
 }
 
+GK_API gk_status gk_tokenizer_open_tiktoken(gk_runtime* runtime, const char* path,
+                                            const char* const* special_tokens,
+                                            int32_t num_special, const char* pattern,
+                                            gk_tokenizer** out) {
+  return gk::c_guard([&] {
+    const char* fn = "gk_tokenizer_open_tiktoken";
+    gk::runtime_of(runtime, fn);
+    gk::require_arg(path, fn, "path");
+    gk::require_arg(out, fn, "out");
+    if (num_special < 0 || (num_special > 0 && !special_tokens)) {
+      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": num_special " +
+                                        std::to_string(num_special) + " with special_tokens " +
+                                        (special_tokens ? "given" : "NULL"));
+    }
+    std::vector<std::string> specials;
+    for (int32_t i = 0; i < num_special; ++i) {
+      if (!special_tokens[i] || !*special_tokens[i]) {
+        gk::fail(GK_INVALID_ARGUMENT,
+                 std::string(fn) + ": special_tokens[" + std::to_string(i) + "] is empty");
+      }
+      specials.emplace_back(special_tokens[i]);
+    }
+    auto t = std::make_unique<gk_tokenizer>();
+    t->impl = gk::tokenizer::Tokenizer::from_tiktoken(path, specials, pattern ? pattern : "");
+    *out = t.release();
+  });
+}
+
 GK_API void gk_tokenizer_release(gk_tokenizer* tokenizer) {
   delete tokenizer;
 }

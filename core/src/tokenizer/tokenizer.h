@@ -48,6 +48,20 @@ class Tokenizer {
   static std::shared_ptr<Tokenizer> from_tokenizer_json_text(std::string_view text,
                                                              const std::string& source);
 
+  // From a tiktoken-format vocabulary at `path` (a line per token: its bytes in base64, then
+  // its rank, the ranks 0 .. n-1), the merges being tiktoken's rule (the adjacent pair whose
+  // bytes together have the lowest rank); `specials` follow as control tokens n, n+1, …, and
+  // `pattern` (a PCRE2 pattern; empty: GPT-2's) cuts the text. NOT_FOUND when missing;
+  // INVALID_ARGUMENT naming the file and line when malformed.
+  static std::shared_ptr<Tokenizer> from_tiktoken(const std::string& path,
+                                                  const std::vector<std::string>& specials,
+                                                  const std::string& pattern);
+  // The same from the file's text; `path` names it in messages.
+  static std::shared_ptr<Tokenizer> from_tiktoken_text(std::string_view text,
+                                                       const std::string& path,
+                                                       const std::vector<std::string>& specials,
+                                                       const std::string& pattern);
+
   int32_t vocab_size() const { return int32_t(tokens_.size()); }
   int32_t bos_id() const { return bos_; }
   int32_t eos_id() const { return eos_; }
@@ -60,6 +74,8 @@ class Tokenizer {
   const std::string& source() const { return source_; }
   const std::string& token_text(int32_t id) const { return tokens_[size_t(id)]; }
   TokenType token_type(int32_t id) const { return types_[size_t(id)]; }
+  // Whether byte `b` alone is a token (else text holding it encodes without it).
+  bool has_byte(uint8_t b) const { return byte_token_[b] >= 0; }
   // The id of a vocabulary string, or -1.
   int32_t find(std::string_view text) const;
 

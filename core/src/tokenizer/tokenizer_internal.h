@@ -1,10 +1,16 @@
-// What tokenizer.cpp and tokenizer_load.cpp share: GPT-2's byte-level alphabet.
+// What tokenizer.cpp and the loaders (tokenizer_load.cpp, tokenizer_tiktoken.cpp) share:
+// GPT-2's byte-level alphabet and the Loader that fills a Tokenizer.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
 
 namespace gk::tokenizer {
 
@@ -21,5 +27,17 @@ std::string byte_level_decode(std::string_view text);
 // Added tokens' whitespace stripping (HF's lstrip/rstrip).
 constexpr uint8_t kStripLeft = 1;
 constexpr uint8_t kStripRight = 2;
+
+using Merge = std::pair<std::string, std::string>;
+
+// Fills a Tokenizer's private state; shared by every source.
+struct Loader {
+  std::shared_ptr<Tokenizer> t{new Tokenizer()};
+  std::vector<Merge> merges;  // by rank, in byte-level form
+
+  // Builds the lookup tables once the vocab, types, merges, specials and pre-tokenizer
+  // patterns are set. `merges_what` names where the merges came from, for messages.
+  void finish(const std::vector<std::string>& patterns, const std::string& merges_what);
+};
 
 }  // namespace gk::tokenizer

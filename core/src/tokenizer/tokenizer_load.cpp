@@ -13,7 +13,6 @@ namespace gk::tokenizer {
 namespace {
 
 using json = nlohmann::json;
-using Merge = std::pair<std::string, std::string>;
 
 // llama.cpp's fallback when a GGUF names no pre-tokenizer.
 const std::vector<std::string> kDefaultPatterns = {
@@ -38,72 +37,64 @@ std::string shown(const std::string& s) {
 
 }  // namespace
 
-// Fills a Tokenizer's private state; shared by both sources.
-struct Loader {
-  std::shared_ptr<Tokenizer> t{new Tokenizer()};
-  std::vector<Merge> merges;
+void Loader::finish(const std::vector<std::string>& patterns, const std::string& merges_what) {
+  Tokenizer& k = *t;
+  if (k.tokens_.empty()) fail(GK_INVALID_ARGUMENT, k.source_ + ": the vocabulary is empty");
+  k.by_text_.reserve(k.tokens_.size());
+  for (size_t i = 0; i < k.tokens_.size(); ++i) {
+    // A text stored twice means its last id, as llama.cpp reads GGUF vocabularies.
+    if (!k.tokens_[i].empty()) k.by_text_[k.tokens_[i]] = int32_t(i);
+  }
+  const ByteLevel& bl = byte_level();
+  for (int b = 0; b < 256; ++b) k.byte_token_[b] = k.find(bl.encoded[b]);
 
-  // Builds the lookup tables once the vocab, types, merges, specials and pre-tokenizer
-  // patterns are set. `merges_what` names where the merges came from, for messages.
-  void finish(const std::vector<std::string>& patterns, const std::string& merges_what) {
-    Tokenizer& k = *t;
-    if (k.tokens_.empty()) fail(GK_INVALID_ARGUMENT, k.source_ + ": the vocabulary is empty");
-    k.by_text_.reserve(k.tokens_.size());
-    for (size_t i = 0; i < k.tokens_.size(); ++i) {
-      // A text stored twice means its last id, as llama.cpp reads GGUF vocabularies.
-      if (!k.tokens_[i].empty()) k.by_text_[k.tokens_[i]] = int32_t(i);
+  k.merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    const int32_t ia = k.find(a), ib = k.find(b), im = k.find(a + b);
+    const int32_t missing_in = ia < 0 ? 0 : ib < 0 ? 1 : im < 0 ? 2 : -1;
+    if (missing_in >= 0) {
+      const std::string name = missing_in == 0 ? a : missing_in == 1 ? b : a + b;
+      fail(GK_INVALID_ARGUMENT, k.source_ + ": " + merges_what + "[" + std::to_string(rank) + "] " +
+                                    shown(a + " " + b) + " names " + shown(name) +
+                                    ", which is not in the vocabulary");
     }
-    const ByteLevel& bl = byte_level();
-    for (int b = 0; b < 256; ++b) k.byte_token_[b] = k.find(bl.encoded[b]);
+    // A pair listed twice keeps its first (lowest) rank.
+    k.merges_.emplace(uint64_t(uint32_t(ia)) << 32 | uint32_t(ib),
+                      uint64_t(rank) << 32 | uint32_t(im));
+  }
 
-    k.merges_.reserve(merges.size());
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const auto& [a, b] = merges[rank];
-      const int32_t ia = k.find(a), ib = k.find(b), im = k.find(a + b);
-      const int32_t missing_in = ia < 0 ? 0 : ib < 0 ? 1 : im < 0 ? 2 : -1;
-      if (missing_in >= 0) {
-        const std::string name = missing_in == 0 ? a : missing_in == 1 ? b : a + b;
-        fail(GK_INVALID_ARGUMENT, k.source_ + ": " + merges_what + "[" + std::to_string(rank) +
-                                      "] " + shown(a + " " + b) + " names " + shown(name) +
-                                      ", which is not in the vocabulary");
-      }
-      // A pair listed twice keeps its first (lowest) rank.
-      k.merges_.emplace(uint64_t(uint32_t(ia)) << 32 | uint32_t(ib),
-                        uint64_t(rank) << 32 | uint32_t(im));
-    }
-
-    for (size_t i = 0; i < k.tokens_.size(); ++i) {
-      const TokenType type = k.types_[i];
-      if (type == TokenType::kControl || type == TokenType::kUserDefined ||
-          type == TokenType::kUnknown) {
-        k.special_.push_back(int32_t(i));
-      }
-    }
-    std::stable_sort(k.special_.begin(), k.special_.end(), [&](int32_t a, int32_t b) {
-      return k.tokens_[size_t(a)].size() > k.tokens_[size_t(b)].size();
-    });
-
-    k.pieces_.resize(k.tokens_.size());
-    for (size_t i = 0; i < k.tokens_.size(); ++i) {
-      switch (k.types_[i]) {
-        case TokenType::kNormal:
-          k.pieces_[i] = byte_level_decode(k.tokens_[i]);
-          break;
-        case TokenType::kControl:
-        case TokenType::kUnknown:
-        case TokenType::kUserDefined:
-          k.pieces_[i] = k.tokens_[i];
-          break;
-        default:
-          break;  // unused, byte and undefined tokens decode to nothing, as in llama.cpp
-      }
-    }
-    k.pre_ = std::make_unique<PreTokenizer>(patterns, k.source_);
-    for (int32_t* id : {&k.bos_, &k.eos_, &k.eot_, &k.pad_, &k.unk_}) {
-      if (*id >= k.vocab_size()) *id = -1;
+  for (size_t i = 0; i < k.tokens_.size(); ++i) {
+    const TokenType type = k.types_[i];
+    if (type == TokenType::kControl || type == TokenType::kUserDefined ||
+        type == TokenType::kUnknown) {
+      k.special_.push_back(int32_t(i));
     }
   }
-};
+  std::stable_sort(k.special_.begin(), k.special_.end(), [&](int32_t a, int32_t b) {
+    return k.tokens_[size_t(a)].size() > k.tokens_[size_t(b)].size();
+  });
+
+  k.pieces_.resize(k.tokens_.size());
+  for (size_t i = 0; i < k.tokens_.size(); ++i) {
+    switch (k.types_[i]) {
+      case TokenType::kNormal:
+        k.pieces_[i] = byte_level_decode(k.tokens_[i]);
+        break;
+      case TokenType::kControl:
+      case TokenType::kUnknown:
+      case TokenType::kUserDefined:
+        k.pieces_[i] = k.tokens_[i];
+        break;
+      default:
+        break;  // unused, byte and undefined tokens decode to nothing, as in llama.cpp
+    }
+  }
+  k.pre_ = std::make_unique<PreTokenizer>(patterns, k.source_);
+  for (int32_t* id : {&k.bos_, &k.eos_, &k.eot_, &k.pad_, &k.unk_}) {
+    if (*id >= k.vocab_size()) *id = -1;
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // GGUF
