@@ -105,6 +105,11 @@ Row filter(float* logits, int64_t n, const std::vector<int32_t>& sampled, bool t
   if (stamps.argmax >= 0 && (text.argmax < 0 || logits[stamps.argmax] > logits[text.argmax])) {
     row.best = int32_t(stamps.argmax);
   }
+  // Every token masked (no filter above does it alone): the window ends here.
+  if (row.best < 0) {
+    logits[v.eot] = 0;
+    return Row{logits, 0.0, v.eot};
+  }
   // A timestamp is forced when all of them together are likelier than the best text token.
   if (timestamps && text.argmax >= 0 && stamps.value - total > double(logits[text.argmax]) - total) {
     mask(0, tb);
@@ -277,6 +282,7 @@ class Search {
     } else {
       for (const Hypothesis& h : live_) candidates.push_back({h.tokens, h.sum_logprob});
     }
+    if (candidates.empty()) candidates.push_back({{}, kNegInfD});  // no token could follow
     size_t best = 0;
     double best_score = kNegInfD;
     for (size_t i = 0; i < candidates.size(); ++i) {
