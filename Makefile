@@ -237,7 +237,7 @@ endif
 # ($(ASAN_DIR)/fuzz/corpus/<target>); all run even when one fails. A crash, a leak, an input
 # slower than 30 s, or a process past FUZZ_SECONDS + 120 s (a hang libFuzzer cannot report)
 # fails the step.
-FUZZ_TARGETS := manifest tensor_desc view dlpack weights tokenizer audio
+FUZZ_TARGETS := manifest tensor_desc view dlpack weights tokenizer tiktoken audio
 FUZZ_APT_PACKAGES := clang libclang-rt-dev
 fuzz-deps:
 ifneq ($(SKIP_DEPS),1)
