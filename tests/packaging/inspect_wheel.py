@@ -13,10 +13,11 @@ import zipfile
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-# The libraries every manylinux policy lets a wheel take from the system.
+# The libraries every manylinux policy lets a wheel take from the system (auditwheel's
+# manylinux-policy.json lists libz.so.1 in each of them too).
 BASE = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0",
         "libgcc_s.so.1", "libstdc++.so.6", "ld-linux-x86-64.so.2", "libutil.so.1",
-        "libresolv.so.2", "libnsl.so.1"}
+        "libresolv.so.2", "libnsl.so.1", "libz.so.1"}
 
 
 def dynamic(path):
