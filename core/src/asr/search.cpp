@@ -149,6 +149,11 @@ std::vector<int32_t> top_tokens(const float* logits, int64_t n, int32_t k) {
   return top;
 }
 
+// Hypotheses a search at `p` uses: beam_size at temperature 0, else best_of.
+int32_t hypotheses(const SearchParams& p) {
+  return p.temperature > 0 ? std::max(p.best_of, 1) : std::max(p.beam_size, 1);
+}
+
 struct Hypothesis {
   int32_t slot = 0;  // index into the job's sessions
   std::vector<int32_t> tokens;
@@ -470,10 +475,6 @@ class RowThreads {
 };
 
 }  // namespace
-
-int32_t hypotheses(const SearchParams& p) {
-  return p.temperature > 0 ? std::max(p.best_of, 1) : std::max(p.beam_size, 1);
-}
 
 void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, const Vocab& v,
                     std::mt19937_64& rng) {

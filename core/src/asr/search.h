@@ -41,9 +41,6 @@ struct SearchParams {
   int64_t vocab_size = 0;
 };
 
-// Hypotheses a search at `p` uses: beam_size at temperature 0, else best_of.
-int32_t hypotheses(const SearchParams& p);
-
 // Decodes every job's window; on return each job's result is its best candidate (ranked by
 // log-probability over length, as Whisper's MaximumLikelihoodRanker).
 void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, const Vocab& v,

@@ -199,11 +199,10 @@ class Transcriber {
     return w;
   }
 
-  gk_session* new_session(std::vector<SessionPtr>& into) {
+  SessionPtr new_session() {
     gk_session* s = nullptr;
     check(gk_session_create(model_, nullptr, &s), "gk_asr_transcribe");
-    into.emplace_back(s);
-    return s;
+    return SessionPtr(s);
   }
 
   // The language whose token is likeliest after SOT in the part's encoded window.
@@ -286,23 +285,15 @@ class Transcriber {
 
   // The sessions a part's searches need: the window's and one per hypothesis.
   void open_sessions(Part& part) {
-    SearchParams p;
-    p.beam_size = o_.beam_size;
-    p.best_of = o_.best_of;
-    p.temperature = o_.temperature;
-    size_t n = size_t(hypotheses(p));
-    if (o_.temperature_increment > 0 || o_.temperature > 0) {
-      n = std::max(n, size_t(std::max(o_.best_of, 1)));
+    // beam_size at temperature 0; best_of once sampling can happen (a fallback or a start > 0).
+    const bool samples = o_.temperature > 0 || o_.temperature_increment > 0;
+    const int32_t n = std::max(o_.beam_size, samples ? o_.best_of : 1);
+    part.window = new_session();
+    for (int32_t i = 0; i < n; ++i) {
+      part.hyps.push_back(new_session());
+      part.job.hyps.push_back(part.hyps.back().get());
     }
-    if (!part.window) {
-      std::vector<SessionPtr> one;
-      new_session(one);
-      part.window = std::move(one[0]);
-    }
-    while (part.hyps.size() < n) new_session(part.hyps);
     part.job.window = part.window.get();
-    part.job.hyps.clear();
-    for (const SessionPtr& s : part.hyps) part.job.hyps.push_back(s.get());
   }
 
   // The result of the part's window: its segments, the next seek, the prompt's text.
