@@ -1,4 +1,4 @@
-// A stream-ordered memory pool for one device.
+// A stream-ordered memory pool for one device: the façade over the parts it is made of.
 //
 // Small requests (<= kSmallLimit) are rounded to a size class and served from per-class
 // free lists, carved by bumping through 2 MiB small segments. Larger requests are rounded
@@ -6,30 +6,41 @@
 // coalescing neighbours on free: medium requests (< kHugeMin) from shared 20 MiB segments,
 // huge ones from segments of their own size, and only from a free huge block at most
 // kHugeFitFactor times their size (so a small request never pins a huge segment, and a huge
-// segment comes free whole). Segments come from a PoolBackend (the CUDA driver, or aligned
-// host memory for the cpu device: the same logic serves both, so the accounting and
-// eviction code runs in CI). Before the pool grows past kReserveHeadroom over the most it
-// has had in use, it gives idle segments back; all of them go on trim() or under pressure.
+// segment comes free whole). Segments come from a PoolBackend (pool_backend.h: the CUDA
+// driver, or aligned host memory for the cpu device: the same logic serves both, so the
+// accounting and eviction code runs in CI). Before the pool grows past kReserveHeadroom over
+// the most it has had in use, it gives idle segments back; all of them go on trim() or under
+// pressure.
 //
-// Stream order: a block freed on stream S is reusable on S at once. On another stream T it
-// must wait for the work queued on S before the free. For streams the pool tracks (those
-// made by gk_stream_create and the legacy default stream: their destruction is announced
-// through forget_stream()), free records nothing: when T first wants such a block, the
-// pool records one event on S *then* (it covers every free made on S so far, a superset of
-// the work at free time, so it is conservative but correct) and shares it among all of S's
-// pending blocks. For a stream it does not track (a wrapped foreign stream, which may be
-// destroyed without notice), free records an event at once, as the only moment the stream
-// is known to exist. T reuses a pending block once that event has completed, or after
-// being made to wait on it (cuStreamWaitEvent): the host never blocks on the alloc path.
+// The parts, each in its own file pair:
+//   - allocation (this class; memory_pool.cpp for the entry points and the paths after a
+//     miss, pool_blocks.cpp for free lists, splitting, merging, growth and release, and
+//     memory_pool_inline.h for the fast paths): blocks and segments (pool_block.h).
+//   - StreamOrder (stream_order.h): stream-ordered frees, when a block freed on one stream
+//     may be reused on another. kOwnStream below names "the stream the pool knows".
+//   - OwnerLedger (owner_ledger.h): owners, quotas, requests, the device budget; every
+//     block is charged to an owner.
+//   - Eviction (eviction.h): evictable allocations (GK_BUFFER_EVICTABLE) in LRU order and the
+//     victim order. When a request would pass a quota, the device budget or the device's
+//     memory, the least recently used evictable allocations that are not pinned (mapped or in
+//     use by an op) are copied to host memory and their blocks freed; the next locate()
+//     copies them back, possibly at a new address. The pool does the copying (spill,
+//     restore); Eviction picks who goes.
+//   - PoolStats (pool_stats.h): the counters; stats() and snapshot_json() report them
+//     (pool_report.cpp).
 //
-// Accounting: every block is charged to an owner (a quota in bytes on this device, 0 for
-// none). Evictable allocations (GK_BUFFER_EVICTABLE) are kept in an LRU list; when a
-// request would pass a quota, the device budget or the device's memory, the least recently
-// used evictable allocations that are not pinned (mapped or in use by an op) are copied to
-// host memory and their blocks freed; the next locate() copies them back, possibly at a new
-// address.
+// Locking: one lock per pool (a SpinLock: short critical sections) guards the pool and every
+// part above; none of the parts locks anything. Each public function takes it, except the
+// *_held ones, whose caller holds lock() (the buffer table). Nothing here calls out of the
+// pool with it held other than the backend (which takes no pool lock). A holder the pool
+// lets go of (hold_while_live) is released only after unlocking: it may own the pool.
 //
-// Thread-safe: one lock per pool (a SpinLock: short critical sections) guards everything below.
+// Layout: the pool is cache-line aligned and its members are ordered so that a call on a
+// host whose caches went cold meanwhile touches few lines. Line 1 holds everything every
+// allocation and free reads or writes: StreamOrder's two counters (the end of that object,
+// whose map fills line 0), the lock, the buffer table's fields, the live count, and the
+// ledger's budget and reservation sum (the start of that object, whose unowned account
+// then fills line 2). Then the statistics and the small free lists, each on its own lines.
 #pragma once
 
 #include <array>
@@ -42,6 +53,12 @@
 
 #include "common/spin_lock.h"
 #include "device/cuda_driver.h"
+#include "memory/eviction.h"
+#include "memory/owner_ledger.h"
+#include "memory/pool_backend.h"
+#include "memory/pool_block.h"
+#include "memory/pool_stats.h"
+#include "memory/stream_order.h"
 
 namespace gk {
 
@@ -83,114 +100,7 @@ int size_class_count();
 // What a request of `bytes` is rounded to (a class size, or a 4 KiB multiple).
 uint64_t pool_rounded_size(uint64_t bytes);
 
-// What the pool needs from a device. Calls are made with the pool's lock held.
-class PoolBackend {
- public:
-  virtual ~PoolBackend() = default;
-  // A new segment of `bytes`, kPoolAlignment aligned, or nullptr when the device is out of
-  // memory. Throws for any other failure.
-  virtual void* map_segment(uint64_t bytes) = 0;
-  virtual void unmap_segment(void* base, uint64_t bytes) noexcept = 0;
-  // An event capturing the work queued on `stream` so far, or nullptr when that work is
-  // already complete (the cpu device runs streams synchronously; a backend that cannot
-  // record waits for the stream instead). Called at free for streams the pool does not
-  // track, and at the first cross-stream use (or release) of blocks freed on tracked ones.
-  virtual void* record_event(cuda::CUstream stream) noexcept = 0;
-  virtual bool event_complete(void* event) = 0;
-  // Makes later work on `stream` wait for `event`, without blocking the host.
-  virtual void stream_wait_event(cuda::CUstream stream, void* event) = 0;
-  virtual void synchronize_event(void* event) noexcept = 0;
-  virtual void release_event(void* event) noexcept = 0;
-  // Spill storage (pinned host memory on CUDA) and the copies in and out of it, complete
-  // on return. host_alloc returns nullptr when host memory is short.
-  virtual void* host_alloc(uint64_t bytes) = 0;
-  virtual void host_free(void* ptr) noexcept = 0;
-  virtual void copy_to_host(void* dst, const void* src, uint64_t bytes,
-                            cuda::CUstream stream) = 0;
-  virtual void copy_to_device(void* dst, const void* src, uint64_t bytes,
-                              cuda::CUstream stream) = 0;
-  virtual uint64_t total_memory() = 0;
-  virtual uint64_t free_memory() = 0;
-  // Spill storage kept for reuse, given back on trim(); returns the bytes released.
-  virtual uint64_t release_host_cache() noexcept { return 0; }
-};
-
-struct PoolSegment;
-struct PoolBlock;
-struct PoolStream;
-
-// Pool-wide counters, as gk_memory_stats reports them.
-struct PoolStats {
-  uint64_t bytes_in_use = 0;      // live blocks, rounded sizes
-  uint64_t bytes_requested = 0;   // live blocks, requested sizes
-  uint64_t bytes_reserved = 0;    // segments held from the backend
-  uint64_t peak_bytes_in_use = 0;
-  uint64_t peak_bytes_reserved = 0;
-  uint64_t alloc_count = 0;
-  uint64_t free_count = 0;
-  uint64_t failure_count = 0;
-  uint64_t segment_count = 0;
-  uint64_t largest_free_block = 0;
-  double fragmentation = 0;       // 1 - largest free block / free bytes in segments
-  uint64_t budget = 0;
-  uint64_t bytes_spilled = 0;     // evictable bytes now in host memory
-  uint64_t spill_count = 0;
-  uint64_t restore_count = 0;
-  uint64_t cross_stream_waits = 0;
-  uint64_t segment_releases = 0;
-  uint64_t segment_maps = 0;      // segments taken from the backend, ever
-  uint64_t events_recorded = 0;   // free events recorded (at free, or later for tracked streams)
-};
-
-// MemoryOwner::eviction_class values.
-constexpr int32_t kEvictFirst = 0;        // BestEffort tasks, plain owners, no owner
-constexpr int32_t kEvictAboveRequest = 1; // Burstable: only memory above its request
-constexpr int32_t kEvictNever = 2;        // Guaranteed: only for its own quota
-constexpr size_t kOwnerEventLimit = 64;
-
-struct OwnerEvent {
-  uint64_t t_ns;  // steady clock
-  std::string text;
-};
-
-// An owner's quota and usage on one pool. Lives as long as the pool. What every allocation
-// and free reads or writes comes first, on one cache line.
-struct MemoryOwner {
-  uint64_t quota = 0;       // 0: none
-  uint64_t in_use = 0;
-  uint64_t peak = 0;
-  uint64_t alloc_count = 0;
-  // Set by the scheduler for a task's owner. The class orders eviction: BestEffort (and
-  // owners of no task) first, then Burstable memory above its request; Guaranteed memory is
-  // never spilled for another owner. The request is held back from every other owner.
-  uint64_t request = 0;
-  int32_t eviction_class = kEvictFirst;
-  bool closed = false;      // its handle was destroyed; blocks still charged stay charged
-  uint64_t failure_count = 0;
-  std::string name;
-  // What eviction did to or for this owner (the latest kOwnerEventLimit), oldest first.
-  std::vector<OwnerEvent> events;
-  uint64_t events_dropped = 0;
-};
-
-// The pool-side state of an evictable allocation: resident in `block`, or spilled to
-// `host`. Stable for the allocation's lifetime, unlike the block it occupies.
-struct EvictRecord {
-  PoolBlock* block = nullptr;  // nullptr while spilled
-  void* host = nullptr;        // the spilled copy
-  uint64_t requested = 0;
-  uint64_t id = 0;
-  MemoryOwner* owner = nullptr;
-  cuda::CUstream stream = nullptr;  // the stream of its last use, its free's order
-  int32_t pins = 0;                 // maps and ops in flight: never evicted while > 0
-  EvictRecord* lru_prev = nullptr;  // towards the most recently used
-  EvictRecord* lru_next = nullptr;
-};
-
-struct EvictionReport;
-
-// Aligned to a cache line: the fields that every allocation and free touches come first,
-// on two lines (a call on a host whose caches went cold meanwhile misses on each line).
+// Aligned to a cache line: see "Layout" above.
 class alignas(64) MemoryPool {
  public:
   MemoryPool(std::string label, std::unique_ptr<PoolBackend> backend);
@@ -311,6 +221,8 @@ class alignas(64) MemoryPool {
   struct BySize {
     bool operator()(const PoolBlock* a, const PoolBlock* b) const;
   };
+  // Allocation entry points and the paths after a miss (memory_pool.cpp, inline ones in
+  // memory_pool_inline.h).
   PoolBlock* allocate_locked(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner);
   PoolBlock* allocate_counted(uint64_t bytes, cuda::CUstream stream, MemoryOwner* owner,
                               void** address);
@@ -321,29 +233,20 @@ class alignas(64) MemoryPool {
   PoolBlock* find_after_miss(uint64_t bytes, uint64_t rounded, int size_class,
                              cuda::CUstream stream, MemoryOwner* owner, bool within_request,
                              EvictionReport& report);
+  void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
+  void charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner);
+  void uncharge(PoolBlock* b) noexcept;
+  void take(PoolBlock* b, cuda::CUstream stream) noexcept;
+  void take_for(PoolBlock* b, cuda::CUstream stream);
+  // Free lists, splitting, merging, growth and release (pool_blocks.cpp).
   PoolBlock* try_small(int size_class, cuda::CUstream stream);
   PoolBlock* try_small_rest(int size_class, cuda::CUstream stream);
   PoolBlock* try_large(uint64_t rounded, cuda::CUstream stream);
-  PoolStream* tracked(cuda::CUstream stream) noexcept;
-  PoolStream* tracked_lookup(cuda::CUstream stream) noexcept;
-  bool stream_complete(PoolStream* ps, uint64_t seq);
-  void* covering_event(PoolStream* ps, uint64_t seq) noexcept;
-  bool settled(PoolBlock* b);
-  void wait_settled(PoolBlock* b) noexcept;
-  bool usable_on(PoolBlock* b, cuda::CUstream stream);
-  void wait_for(PoolBlock* b, cuda::CUstream stream);
-  void take(PoolBlock* b, cuda::CUstream stream) noexcept;
-  void take_for(PoolBlock* b, cuda::CUstream stream);
   uint64_t segment_size_for(uint64_t rounded, bool exact) const;
-  static void* new_storage();
-  static void delete_storage(void* storage) noexcept;
-  void hold() noexcept;
-  void let_go(std::shared_ptr<void>& holder) noexcept;
   bool grow(uint64_t rounded, bool exact);
   bool release_idle_for(uint64_t rounded);
   bool segment_settled(PoolSegment* s);
   bool coalesce_settled();
-  void free_locked(PoolBlock* block, cuda::CUstream stream, bool ready) noexcept;
   void free_large(PoolBlock* block) noexcept;
   void bin_push(PoolBlock* b);
   void bin_remove(PoolBlock* b);
@@ -358,32 +261,31 @@ class alignas(64) MemoryPool {
   bool segment_idle(const PoolSegment* s) const;
   uint64_t release_free_segments() noexcept;
   void release_segment(PoolSegment* segment) noexcept;
-  template <typename Done>
-  void evict_until(Done done, MemoryOwner* owner, EvictionReport& report);
+  PoolBlock* new_block();
+  void delete_block(PoolBlock* b) noexcept;
+  // Spilling and restoring an evictable allocation's contents (memory_pool.cpp).
   template <typename Done>
   void evict_for(MemoryOwner* requester, bool within_request, Done done, EvictionReport& report);
-  static uint64_t unused_reservation(const MemoryOwner* owner);
-  uint64_t held_for_others(const MemoryOwner* owner) const;
-  void note(MemoryOwner* owner, std::string text);
   bool spill(EvictRecord* record, EvictionReport& report);
   void restore(EvictRecord* record, cuda::CUstream stream);
-  void lru_unlink(EvictRecord* r) noexcept;
-  void lru_push_front(EvictRecord* r) noexcept;
   [[noreturn]] void fail_oom(uint64_t bytes, uint64_t rounded, MemoryOwner* owner,
                              const std::string& limit, const EvictionReport& report);
   [[noreturn, gnu::cold, gnu::noinline]] void fail_too_large(uint64_t bytes, MemoryOwner* owner);
-  PoolBlock* new_block();
-  void delete_block(PoolBlock* b) noexcept;
-  void charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner);
-  void uncharge(PoolBlock* b) noexcept;
-  std::string holders_text();
+  // Lifetime (hold_while_live) and the buffer table's storage.
+  static void* new_storage();
+  static void delete_storage(void* storage) noexcept;
+  void hold() noexcept;
+  void let_go(std::shared_ptr<void>& holder) noexcept;
   void count_allocation() noexcept;
   // Sets `holder` to the holder to let go of (after unlocking) when this was the last live
   // allocation of a closed pool.
   void uncount_allocation(std::shared_ptr<void>& holder) noexcept;
   void unbind_stream(cuda::CUstream stream) noexcept;
 
-  // Every allocation and free: the lock, what they count and the limits they check.
+  // Line 0 and the first half of line 1 (see "Layout" above): it ends with the free count and
+  // the last tracked stream that every free reads.
+  StreamOrder order_;
+  // Every allocation and free: the lock, the buffer table's fields and the live count.
   SpinLock& lock_;
   uint32_t free_buffer_slots_ = 0;
   bool closed_ = false;
@@ -392,31 +294,20 @@ class alignas(64) MemoryPool {
   static constexpr uint16_t kSpareStorage = 64;
   void* spare_storage_ = nullptr;  // take_storage_held's blocks, linked through their first word
   uint64_t live_allocations_ = 0;  // hold_while_live: allocations live now
-  uint64_t free_seq_ = 0;
-  PoolStream* last_stream_ = nullptr;  // the tracked stream looked up last (frees come in runs)
-  uint64_t budget_ = 0;
-  // Σ over owners of what their request holds beyond their use (kept as usage changes, so
-  // the allocation path reads it instead of walking every owner).
-  uint64_t unused_reservations_ = 0;
+  // Ends line 1 with the limits every allocation checks; its unowned account fills line 2.
+  OwnerLedger ledger_;
   alignas(64) PoolStats stats_;  // its first line: bytes in use and requested, peaks, counts
   std::array<PoolBlock*, kSmallClassCount> small_bins_{};  // heads of per-class free lists
-  alignas(64) MemoryOwner unowned_;
   std::string label_;
   std::unique_ptr<PoolBackend> backend_;
-  uint64_t next_record_id_ = 1;
-  std::vector<std::unique_ptr<MemoryOwner>> owners_;
+  Eviction eviction_;
   std::vector<PoolSegment*> segments_;
   FreeSet medium_free_;                             // free blocks of medium segments
   FreeSet huge_free_;                               // free blocks of huge segments
   PoolBlock* recent_large_ = nullptr;  // a free large block kept out of its set (free_large)
   std::vector<FreeSet::node_type> spare_nodes_;     // capacity kSpareNodes, reserved
-  // Tracked streams by handle.
-  std::unordered_map<cuda::CUstream, std::unique_ptr<PoolStream>> streams_;
   PoolSegment* small_current_ = nullptr;            // the small segment being carved
   std::unordered_map<uintptr_t, PoolBlock*> raw_live_;
-  std::vector<EvictRecord*> spilled_;               // for the snapshot
-  EvictRecord* lru_head_ = nullptr;                 // most recently used resident record
-  EvictRecord* lru_tail_ = nullptr;
   std::vector<PoolBlock*> spare_blocks_;            // recycled PoolBlock structs
   // hold_while_live: the holder kept while any allocation is live.
   std::weak_ptr<void> holder_source_;

@@ -2,7 +2,7 @@
 // free. Inline, so that the buffer table's gk_buffer_alloc and gk_buffer_free (buffer_table.h)
 // make no call into the pool in the common case, and memory_pool.cpp's entry points share
 // them. Everything else (growth, limits, eviction, large blocks, other streams) stays out of
-// line in memory_pool.cpp. Include this only where those calls are made.
+// line in memory_pool.cpp and pool_blocks.cpp. Include this only where those calls are made.
 #pragma once
 
 #include <algorithm>
@@ -12,62 +12,9 @@
 
 #include "common/limits.h"
 #include "memory/memory_pool.h"
+#include "memory/pool_block.h"
 
 namespace gk {
-
-struct PoolSegment {
-  uintptr_t base = 0;
-  uint64_t size = 0;
-  bool small = false;
-  bool huge = false;  // made for one huge request: its blocks live in huge_free_
-  // Small segments: bytes carved so far, blocks not free, every block carved.
-  uint64_t bump = 0;
-  uint64_t live = 0;
-  std::vector<PoolBlock*> carved;
-  // Large segments: the lowest block (blocks chain by address through prev/next).
-  PoolBlock* first = nullptr;
-};
-
-// Two cache lines, aligned.
-struct alignas(64) PoolBlock {
-  uintptr_t addr = 0;
-  uint64_t size = 0;
-  uint64_t requested = 0;
-  PoolSegment* segment = nullptr;
-  PoolBlock* prev = nullptr;  // address neighbours in a large segment
-  PoolBlock* next = nullptr;
-  PoolBlock* bin_prev = nullptr;  // a small class's free list
-  PoolBlock* bin_next = nullptr;
-  // Live: the stream it was allocated in. Free: the stream it was freed in; unless `ready`,
-  // either `lazy` (a tracked stream: complete once an event recorded there after free_seq
-  // has completed) or `event` (recorded at free on a stream the pool does not track).
-  cuda::CUstream stream = nullptr;
-  void* event = nullptr;
-  PoolStream* lazy = nullptr;
-  uint64_t free_seq = 0;
-  bool ready = true;  // free and usable on any stream
-  int size_class = -1;
-  MemoryOwner* owner = nullptr;
-  EvictRecord* record = nullptr;
-  // Not beside `ready`: two neighbouring flags written together become one 16-bit store of a
-  // constant, which GCC loads from memory (a cache line more on a cold call).
-  bool free = true;
-  bool raw = false;
-};
-
-// A tracked stream's free epochs. Every free is numbered (free_seq_, pool-wide); an event
-// recorded on the stream when free_seq_ was N completes after every free made there with a
-// number <= N, since those were queued in the stream's order before it.
-struct PoolStream {
-  struct Epoch {
-    void* event;
-    uint64_t seq;  // free_seq_ when recorded
-  };
-  cuda::CUstream stream = nullptr;
-  uint64_t completed_seq = 0;   // frees here numbered <= this are complete on the device
-  uint64_t last_free_seq = 0;   // the latest free made here
-  std::vector<Epoch> events;    // recorded and not known complete, oldest first
-};
 
 namespace pool_detail {
 
@@ -100,11 +47,6 @@ inline constexpr std::array<uint64_t, kClassCount> kClassSizes = [] {
 
 }  // namespace pool_detail
 
-inline PoolStream* MemoryPool::tracked(cuda::CUstream stream) noexcept {
-  if (last_stream_ && last_stream_->stream == stream) return last_stream_;
-  return tracked_lookup(stream);
-}
-
 inline void MemoryPool::take(PoolBlock* b, cuda::CUstream stream) noexcept {
   if (b->event) backend_->release_event(b->event);
   b->event = nullptr;
@@ -136,33 +78,18 @@ inline void MemoryPool::bin_push(PoolBlock* b) {
   return b;
 }
 
-// Inline: every allocation and free charges. Only a scheduler task's owner has a request, so
-// the sum of unused reservations changes only for those.
+// Inline: every allocation and free charges.
 inline void MemoryPool::charge(PoolBlock* b, uint64_t requested, MemoryOwner* owner) {
   b->owner = owner;
   b->requested = requested;
-  if (owner->request) {
-    unused_reservations_ -= unused_reservation(owner);
-    owner->in_use += b->size;
-    unused_reservations_ += unused_reservation(owner);
-  } else {
-    owner->in_use += b->size;
-  }
-  owner->peak = std::max(owner->peak, owner->in_use);
+  ledger_.charge(owner, b->size);
   stats_.bytes_in_use += b->size;
   stats_.bytes_requested += requested;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
 }
 
 inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
-  MemoryOwner* owner = b->owner;
-  if (owner->request) {
-    unused_reservations_ -= unused_reservation(owner);
-    owner->in_use -= b->size;
-    unused_reservations_ += unused_reservation(owner);
-  } else {
-    owner->in_use -= b->size;
-  }
+  ledger_.uncharge(b->owner, b->size);
   stats_.bytes_in_use -= b->size;
   stats_.bytes_requested -= b->requested;
   b->owner = nullptr;
@@ -174,7 +101,7 @@ inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
 [[gnu::always_inline]] inline PoolBlock* MemoryPool::allocate_locked(uint64_t bytes,
                                                                      cuda::CUstream stream,
                                                                      MemoryOwner* owner) {
-  if (!owner) owner = &unowned_;
+  owner = ledger_.resolve(owner);
   // Up to 4 KiB, the class size is computed rather than read from the table (one cache line
   // fewer on a cold call).
   int size_class = -1;
@@ -189,9 +116,10 @@ inline void MemoryPool::uncharge(PoolBlock* b) noexcept {
     if (bytes > uint64_t(kMaxTensorBytes)) fail_too_large(bytes, owner);  // rounding would wrap
     rounded = pool_detail::round_up(bytes, kLargeRounding);
   }
+  const uint64_t budget = ledger_.budget();
   const bool limits_near = (owner->quota && owner->in_use + rounded > owner->quota) ||
-                           (budget_ && stats_.bytes_in_use + rounded > budget_) ||
-                           unused_reservations_ > 0;
+                           (budget && stats_.bytes_in_use + rounded > budget) ||
+                           ledger_.unused_reservations() > 0;
   PoolBlock* b = nullptr;
   if (!limits_near) {
     b = size_class >= 0 ? try_small(size_class, stream) : try_large(rounded, stream);
@@ -229,25 +157,7 @@ inline PoolBlock* MemoryPool::allocate_held(uint64_t bytes, cuda::CUstream strea
 // Inline for a small block (the common case); a large one merges with its free neighbours
 // out of line (free_large).
 inline void MemoryPool::free_locked(PoolBlock* b, cuda::CUstream stream, bool ready) noexcept {
-  b->free = true;
-  b->stream = stream;
-  b->free_seq = ++free_seq_;
-  b->event = nullptr;
-  b->lazy = nullptr;
-  b->ready = true;
-  if (!ready) {
-    if (PoolStream* ps = tracked(stream)) {
-      // No driver call: an event is recorded only if another stream wants the block.
-      b->lazy = ps;
-      b->ready = false;
-      ps->last_free_seq = b->free_seq;
-    } else {
-      // The stream may be gone by the time another one wants the block: record now.
-      b->event = backend_->record_event(stream);
-      b->ready = !b->event;
-      ++stats_.events_recorded;
-    }
-  }
+  order_.note_free(b, stream, ready, stats_);
   if (b->size_class >= 0) {
     --b->segment->live;
     bin_push(b);
