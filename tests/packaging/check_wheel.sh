@@ -12,8 +12,10 @@
 #                toolkit on any path: CUDA_HOME/CUDA_PATH unset, PATH and LD_LIBRARY_PATH without
 #                /usr/local/cuda. The NVIDIA libraries come from site-packages/nvidia/cu13/lib of
 #                the venv, where `pip install gpukit[cuda]` puts them: the nvidia-* wheels'
-#                .whl/nvidia_*.whl when carried, else that folder filled with copies of the
-#                toolkit's same files (a stand-in: the wheels are 90-600 MB each).
+#                .whl/nvidia_*.whl when carried; else the files of those wheels as the
+#                checking Python has them installed (PyTorch's dependencies on the GPU
+#                machine), copied with their RECORD hashes checked (copy_installed_dist.py);
+#                else copies of the toolkit's same files (a stand-in).
 #                Asserts the runtime took them from there. Without --gpu (and not offline),
 #                NVRTC comes from the real nvidia-cuda-nvrtc wheel on PyPI.
 #   --offline    install cffi/pycparser from .whl/ and numpy/pytest/torch from the system site
@@ -119,17 +121,23 @@ fi
 
 site=$("$vpy" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 # The NVIDIA libraries where `pip install gpukit[cuda]` puts them (site-packages/nvidia/cu13/lib).
-# With --gpu: cuBLASLt, cuFFT and NVRTC, from the carried nvidia-* wheels, else copies of the
-# toolkit's same files (copies, not links, so that the smoke test can tell from
-# /proc/self/maps which folder they were opened from). Without --gpu: NVRTC alone (the JIT
+# With --gpu: cuBLASLt, cuFFT and NVRTC, from the carried nvidia-* wheels, else from those
+# wheels as the checking Python has them installed, else copies of the toolkit's same files
+# (copies, not links, so that the smoke test can tell from /proc/self/maps which folder they
+# were opened from). Without --gpu: NVRTC alone (the JIT
 # compiles without a GPU), from the real nvidia-cuda-nvrtc wheel on PyPI as the `cuda` extra
 # names it (about 58 MB), else the toolkit's copy offline, so that CI checks the wheels'
 # folder is searched.
 toolkit=${CUDA_HOME:-/usr/local/cuda}/lib64
 nvidia_lib=""
 nvrtc_wheel=$(grep -o '"nvidia-cuda-nvrtc[^"]*"' "$REPO/pyproject.toml" | tr -d '"')
+cuda_dists=$(grep -o '"nvidia-[a-z-]*' "$REPO/pyproject.toml" | tr -d '"' | tr '\n' ' ')
 if [ "$gpu" = 1 ] && compgen -G "$REPO/.whl/nvidia_*.whl" >/dev/null; then
   (cd "$work/empty" && vpip install "${pip_args[@]}" "$REPO"/.whl/nvidia_*.whl)
+  nvidia_lib=$site/nvidia/cu13/lib
+elif [ "$gpu" = 1 ] && "$PYTHON" "$REPO/tests/packaging/copy_installed_dist.py" "$site" $cuda_dists; then
+  # The checking Python has the nvidia-* wheels installed (PyTorch's dependencies): the same
+  # files, hash-checked against their RECORD, as installing those wheels would put there.
   nvidia_lib=$site/nvidia/cu13/lib
 elif [ "$offline" = 0 ] && [ -n "$nvrtc_wheel" ] &&
      (cd "$work/empty" && vpip install "${pip_args[@]}" "$nvrtc_wheel"); then
