@@ -92,9 +92,18 @@ def main():
     if not args.gpu:
         return
     cuda = [d for d in info["devices"] if d.get("kind") == "cuda"]
-    check(cuda, f"a CUDA device ({info.get('cuda_absent_reason', '')})")
+    check(cuda, "a CUDA device (" + (", ".join(f"{d['name']}, SM {d['sm_version']}" for d in cuda)
+                                     or info.get("cuda_absent_reason", "")) + ")")
     for name in ("cublaslt", "asr_cuda", "reductions_cuda", "llm_cuda", "matmul_sm80"):
         check(name in plugins and plugins[name]["loaded"], f"plugin {name} loaded" + skipped(name))
+    # Every other CUDA plugin the wheel ships loads too, unless its SM range leaves out every
+    # GPU here (matmul_sm90 on an Ampere card): a missing library or a bad build is a failure.
+    print("smoke.py: CUDA plugins loaded: " + ", ".join(
+        sorted(n for n, p in plugins.items() if p["device"] == "cuda" and p["loaded"])))
+    for name, p in sorted(plugins.items()):
+        if p["device"] == "cuda" and not p["loaded"]:
+            check("matches no device" in p["reason"], f"plugin {name} skipped only for its SM range"
+                  + skipped(name))
     gpu = next(d for d in gpukit.devices() if d.is_cuda)
     Ag = gpukit.asarray(a, device=gpu)
     Bg = gpukit.asarray(b, device=gpu)
