@@ -77,7 +77,7 @@ Runtime::Runtime(const RuntimeConfig& config)
       logger_(config.log_level, config.log_fn, config.log_user_data),
       devices_(config.devices, logger_),
       memory_(devices_),
-      scheduler_(std::make_unique<Scheduler>(*this)),
+      scheduler_(std::make_unique<Scheduler>(devices_, memory_, logger_)),
       host_copies_(std::make_unique<HostCopyPool>(config.transfer.host_threads)) {
   cuda::CUcontext first_cuda_context = nullptr;
   for (const Device& d : devices_.devices()) {
