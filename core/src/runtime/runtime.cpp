@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "capi/op_call.h"
 #include "common/environment.h"
 #include "common/error.h"
 #include "runtime/objects.h"
@@ -92,8 +93,10 @@ Runtime::Runtime(const RuntimeConfig& config)
   }
   host_memory_ = std::make_unique<HostMemory>(first_cuda_context ? devices_.driver() : nullptr,
                                               first_cuda_context);
-  plugins_ = std::make_unique<PluginRegistry>(*this, config_.plugin_folders,
-                                              config_.disabled_plugins);
+  // The op-call service dispatches through this runtime: its context is the runtime itself.
+  PluginServices services{&logger_, &devices_, &memory_, &op_call_service, this};
+  plugins_ =
+      std::make_unique<PluginRegistry>(services, config_.plugin_folders, config_.disabled_plugins);
 }
 
 Runtime::~Runtime() {
