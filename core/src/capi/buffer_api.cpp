@@ -21,14 +21,14 @@ namespace gk {
                                 owner.device->label() + ", but the buffer is on " + device.label());
 }
 
-// make_allocation (runtime/runtime.h) with the buffer's handle made in the same critical
-// section of the pool: a new buffer takes one lock.
+// make_allocation (memory/device_memory.h) with the buffer's handle made in the same critical
+// section of the pool: a new buffer takes one lock. The allocation's context is the runtime.
 inline gk_buffer* new_buffer(Runtime& runtime, const Device& device, uint64_t size,
                              cuda::CUstream stream, MemoryOwner* owner, bool evictable) {
   MemoryPool& pool = runtime.memory().pool(device);
   if (!owner) owner = ChargeScope::current_if_any();
   std::lock_guard<SpinLock> guard(pool.lock());
-  return BufferTable::instance().insert_new_held(pool, runtime, device, size, stream, owner,
+  return BufferTable::instance().insert_new_held(pool, &runtime, device, size, stream, owner,
                                                  evictable);
 }
 
@@ -72,7 +72,8 @@ GK_API gk_status gk_buffer_free(gk_buffer* buffer, gk_stream* stream) {
         buffer, "gk_buffer_free", stream ? stream->native : gk::kOwnStream,
         [&](gk::BufferEntry& e) {
           if (!stream) return;
-          gk::stream_for(e.allocation->runtime, stream, e.allocation->device, "gk_buffer_free");
+          gk::stream_for(gk::runtime_of(*e.allocation.get()), stream, e.allocation->device,
+                         "gk_buffer_free");
         });
   });
 }

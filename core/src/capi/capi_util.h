@@ -15,6 +15,12 @@ inline Runtime& runtime_of(const gk_runtime* runtime, const char* function) {
   return *runtime->impl;
 }
 
+// The runtime an allocation was made for: the C API makes every allocation with its runtime as
+// the context (create_tensor, gk_buffer_alloc).
+inline Runtime& runtime_of(const Allocation& allocation) {
+  return *static_cast<Runtime*>(allocation.context);
+}
+
 // A tensor's descriptor with explicit strides.
 gk_tensor_desc desc_of(const gk_tensor& t);
 

@@ -322,6 +322,11 @@ void call_op(Runtime& rt, const char* name, const gk_op_args* args) {
   task_launch.launched();
 }
 
+gk_status op_call_service(void* host_context, const gk_kernel_args* args) {
+  return c_guard(
+      [&] { host_op_call(*static_cast<Runtime*>(op_call_context(host_context)), args); });
+}
+
 void host_op_call(Runtime& rt, const gk_kernel_args* args) {
   require_arg(args, "host.op_call", "args");
   require_struct(args->struct_size, GK_KERNEL_ARGS_SIZE, "host.op_call", "gk_kernel_args");

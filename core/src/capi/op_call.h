@@ -38,4 +38,8 @@ void call_op(Runtime& runtime, const char* name, const gk_op_args* args);
 // The op-call host service: a plugin's views of memory, run as gk_op_call runs tensors.
 void host_op_call(Runtime& runtime, const gk_kernel_args* args);
 
+// gk_host_services.op_call, as the runtime wires it into the plugin host (PluginServices):
+// host_op_call on the Runtime that is the service's op_call_context.
+gk_status op_call_service(void* host_context, const gk_kernel_args* args);
+
 }  // namespace gk

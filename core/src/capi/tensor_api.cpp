@@ -67,7 +67,8 @@ gk_tensor* new_tensor(Runtime& runtime, std::shared_ptr<Runtime> owner, const De
 gk_tensor* create_tensor(const std::shared_ptr<Runtime>& runtime, const Device& device,
                          const gk_tensor_desc& d, cuda::CUstream stream) {
   uint64_t bytes = storage_bytes(d.dtype, uint64_t(numel(d)));
-  auto allocation = make_allocation(*runtime, device, bytes, stream);
+  auto allocation =
+      make_allocation(runtime->memory().pool(device), runtime.get(), device, bytes, stream);
   gk_tensor* t = new_tensor(*runtime, runtime, device, d, allocation->ptr);
   t->allocation = std::move(allocation);
   return t;
@@ -176,7 +177,7 @@ GK_API gk_status gk_tensor_from_buffer(gk_buffer* buffer, uint64_t byte_offset,
     }
     void* data = static_cast<char*>(allocation->ptr) + byte_offset;
     gk::require_aligned(data, d.dtype, "gk_tensor_from_buffer");
-    gk::Runtime& rt = allocation->runtime;
+    gk::Runtime& rt = gk::runtime_of(*allocation.get());
     gk_tensor* t = gk::new_tensor(rt, rt.shared_from_this(), allocation->device, d, data);
     t->data_offset = byte_offset;
     t->allocation = std::move(allocation);

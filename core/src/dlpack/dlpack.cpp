@@ -125,12 +125,12 @@ int32_t device_type_of(const DLDevice& d) {
 }
 
 // The runtime device for a DLPack device other than the host's.
-[[gnu::noinline]] const Device& device_of_other(const Runtime& rt, const DLDevice& d,
+[[gnu::noinline]] const Device& device_of_other(const DeviceSet& devices, const DLDevice& d,
                                                 const char* function) {
   int32_t type = device_type_of(d);
   if (type == kDLCUDA || type == kDLCUDAManaged) {
     std::string cuda_ids;
-    for (const Device& dev : rt.devices().devices()) {
+    for (const Device& dev : devices.devices()) {
       if (!dev.is_cuda()) continue;
       if (dev.ordinal == d.device_id) return dev;
       cuda_ids += (cuda_ids.empty() ? "" : ", ") + std::to_string(dev.ordinal);
@@ -146,12 +146,12 @@ int32_t device_type_of(const DLDevice& d) {
 }
 
 // The runtime device for a DLPack device.
-const Device& device_of(const Runtime& rt, const DLDevice& d, const char* function) {
+const Device& device_of(const DeviceSet& devices, const DLDevice& d, const char* function) {
   const int32_t type = device_type_of(d);
   if (type == kDLCPU || type == kDLCUDAHost) {
-    return rt.devices().devices().front();  // the host CPU, id 0
+    return devices.devices().front();  // the host CPU, id 0
   }
-  return device_of_other(rt, d, function);
+  return device_of_other(devices, d, function);
 }
 
 // The failures of set_from_dl, out of line: building their messages inline made every
@@ -310,7 +310,7 @@ template <typename Managed>
 void import_managed(gk_runtime* runtime, Managed* managed, bool read_only, const char* function,
                     gk_tensor** out) {
   Runtime& rt = runtime_of(runtime, function);
-  const Device& device = device_of(rt, managed->dl_tensor.device, function);
+  const Device& device = device_of(rt.devices(), managed->dl_tensor.device, function);
   // Made here rather than through new_tensor: set_from_dl checks the DLTensor (all that
   // gk_tensor_from_external checks: dtype, ndim, dimensions, data) while it fills the
   // tensor, with no descriptor in between. Until `release` is set, deleting it on a

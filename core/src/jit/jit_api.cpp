@@ -124,11 +124,10 @@ const Nvrtc& nvrtc_for_compile(const Nvrtc* opened, int remembered_version) {
 }
 
 // `nvrtc` may be null when its facts were remembered: it is then opened only to compile.
-std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc* opened_nvrtc,
-                                               int nvrtc_version,
-                                               const ProgramSpec& spec, const std::string& key,
-                                               bool use_disk, bool force, int32_t& origin,
-                                               std::string& cache_path) {
+std::shared_ptr<const ModuleImage> build_image(const Logger& logger, const Nvrtc* opened_nvrtc,
+                                               int nvrtc_version, const ProgramSpec& spec,
+                                               const std::string& key, bool use_disk, bool force,
+                                               int32_t& origin, std::string& cache_path) {
   ProcessTables& t = tables();
   if (!force) {
     std::lock_guard<std::mutex> lock(t.mutex);
@@ -153,9 +152,9 @@ std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc* o
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
-    rt.logger().info("jit: compiled " + spec.program_name + " for sm_" +
-                     std::to_string(spec.sm_version) + " in " + std::to_string(int64_t(ms)) +
-                     " ms (key " + key.substr(0, 12) + ")");
+    logger.info("jit: compiled " + spec.program_name + " for sm_" +
+                std::to_string(spec.sm_version) + " in " + std::to_string(int64_t(ms)) +
+                " ms (key " + key.substr(0, 12) + ")");
     ModuleImage image;
     image.key = key;
     image.sm_version = spec.sm_version;
@@ -177,7 +176,7 @@ std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc* o
     if (force) return std::nullopt;
     std::string why;
     auto image = disk.read(key, &why);
-    if (!image && !why.empty()) rt.logger().warning("jit: cache entry ignored and rebuilt: " + why);
+    if (!image && !why.empty()) logger.warning("jit: cache entry ignored and rebuilt: " + why);
     if (image) origin = GK_JIT_ORIGIN_DISK_CACHE;
     return image;
   };
@@ -189,7 +188,7 @@ std::shared_ptr<const ModuleImage> build_image(const Runtime& rt, const Nvrtc* o
   try {
     disk.write(image);
   } catch (const Error& e) {
-    rt.logger().warning("jit: " + e.message() + "; the module is used without being cached");
+    logger.warning("jit: " + e.message() + "; the module is used without being cached");
     cache_path.clear();
   }
   return remember(std::move(image));
@@ -282,7 +281,7 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
   loaded->runtime = rt.shared_from_this();
   loaded->device = &device;
   loaded->image = with_context("gk_jit_compile", [&] {
-    return build_image(rt, nvrtc, facts->version, spec, key, use_disk, force, origin,
+    return build_image(rt.logger(), nvrtc, facts->version, spec, key, use_disk, force, origin,
                        loaded->cache_path);
   });
   // Opened here, NVRTC's facts are remembered for the next process (once per folder).

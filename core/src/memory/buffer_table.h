@@ -51,16 +51,16 @@ class BufferTable {
 
   // gk_buffer_alloc, under pool.lock(): a new buffer of `size` bytes on `device` (whose pool
   // `pool` is), usable in `stream`'s order and charged to `owner` (nullptr: none), evictable or
-  // not (make_allocation's arguments), and its handle. Its Allocation lives in storage the
-  // pool keeps for it (no thread-local lookup); like make_allocation's, it may outlive the
-  // handle (a tensor over the buffer). Inline: the hot path makes one call, into the pool.
-  gk_buffer* insert_new_held(MemoryPool& pool, Runtime& runtime, const Device& device,
-                             uint64_t size, cuda::CUstream stream, MemoryOwner* owner,
-                             bool evictable) {
+  // not, with the maker's `context` (make_allocation's arguments), and its handle. Its
+  // Allocation lives in storage the pool keeps for it (no thread-local lookup); like
+  // make_allocation's, it may outlive the handle (a tensor over the buffer). Inline: the hot
+  // path makes one call, into the pool.
+  gk_buffer* insert_new_held(MemoryPool& pool, void* context, const Device& device, uint64_t size,
+                             cuda::CUstream stream, MemoryOwner* owner, bool evictable) {
     // Before the memory, so that a failure here has nothing to undo.
     if (!pool.free_buffer_slots()) refill(pool);
     void* storage = pool.take_storage_held();
-    Allocation* a = ::new (storage) Allocation(runtime, device, size, pool);
+    Allocation* a = ::new (storage) Allocation(context, device, size, pool);
     try {
       // The address is read under the pool's lock: another thread may spill it right after.
       if (evictable) {

@@ -10,7 +10,6 @@
 
 #include "common/error.h"
 #include "memory/charge_scope.h"
-#include "runtime/runtime.h"
 
 namespace gk {
 namespace {

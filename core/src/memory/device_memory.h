@@ -12,11 +12,10 @@
 #include "common/recycled_blocks.h"
 #include "common/ref_count.h"
 #include "device/device.h"
+#include "memory/charge_scope.h"
 #include "memory/memory_pool.h"
 
 namespace gk {
-
-class Runtime;
 
 constexpr uint64_t kAllocationAlignment = kPoolAlignment;
 
@@ -71,23 +70,23 @@ class AllocationRef {
   Allocation* a_ = nullptr;
 };
 
-// A new allocation of `size` bytes on `device`, usable in `stream`'s order and charged to
-// `owner` (nullptr: the current ChargeScope's, else none). `evictable`: it may be spilled to
-// host memory while not pinned (GK_BUFFER_EVICTABLE). The memory is freed when the last
-// reference goes, in the order of the stream the pool has for it (`stream`, unless
-// order_free_on named another; the pool keeps the runtime alive until then). Inline, defined
-// in runtime/runtime.h (it needs the runtime's pools). gk_buffer_alloc does the same, with
-// the buffer's handle made under the same lock (buffer_table.h).
-inline AllocationRef make_allocation(Runtime& runtime, const Device& device, uint64_t size,
-                                     cuda::CUstream stream, MemoryOwner* owner = nullptr,
-                                     bool evictable = false);
+// A new allocation of `size` bytes on `device`, from its pool `pool`, usable in `stream`'s order
+// and charged to `owner` (nullptr: the current ChargeScope's, else none). `evictable`: it may be
+// spilled to host memory while not pinned (GK_BUFFER_EVICTABLE). `context` is the maker's, kept
+// in Allocation::context. The memory is freed when the last reference goes, in the order of the
+// stream the pool has for it (`stream`, unless order_free_on named another; the pool keeps the
+// runtime alive until then). Defined below. gk_buffer_alloc does the same, with the buffer's
+// handle made under the same lock (buffer_table.h).
+inline AllocationRef make_allocation(MemoryPool& pool, void* context, const Device& device,
+                                     uint64_t size, cuda::CUstream stream,
+                                     MemoryOwner* owner = nullptr, bool evictable = false);
 
 // In recycled storage: the hot path (gk_buffer_alloc + gk_buffer_free) makes and drops one per
 // call, with no malloc for it.
 struct Allocation : RecycledStorage {
   // Holds no memory yet: make_allocation takes it from the pool.
-  Allocation(Runtime& runtime, const Device& device, uint64_t size, MemoryPool& pool) noexcept
-      : runtime(runtime), device(device), size(size), pool(pool) {}
+  Allocation(void* context, const Device& device, uint64_t size, MemoryPool& pool) noexcept
+      : context(context), device(device), size(size), pool(pool) {}
   // Inline: the last holder frees the memory, on the hot path.
   // The buffer table frees the memory itself, under the pool's lock, and clears `block` and
   // `record` before the delete.
@@ -115,7 +114,9 @@ struct Allocation : RecycledStorage {
     if (record) pool.unpin_held(record);
   }
 
-  Runtime& runtime;
+  // The maker's, carried for it and never read here: the C API's Runtime, which a buffer's
+  // handle leads back to (gk_tensor_from_buffer, gk_buffer_free).
+  void* const context;
   const Device& device;
   uint64_t size;
   // The address at allocation. Stays valid for a non-evictable allocation; an evictable one
@@ -137,6 +138,24 @@ inline AllocationRef::AllocationRef(const AllocationRef& other) noexcept : a_(ot
 
 inline AllocationRef::~AllocationRef() {
   if (a_ && drop_reference(a_->refs_)) delete a_;
+}
+
+inline AllocationRef make_allocation(MemoryPool& pool, void* context, const Device& device,
+                                     uint64_t size, cuda::CUstream stream, MemoryOwner* owner,
+                                     bool evictable) {
+  // Read whether needed or not, right before the new: the recycled block's thread-local
+  // lookup then serves both.
+  MemoryOwner* scope_owner = ChargeScope::current();
+  // Destroyed on a failure below, it frees nothing: its block and record are still null.
+  AllocationRef a(new Allocation(context, device, size, pool));
+  if (!owner) owner = scope_owner;
+  // The address is read under the pool's lock: another thread may spill it right after.
+  if (evictable) {
+    a->record = pool.allocate_evictable(size, stream, owner, &a->ptr);
+  } else {
+    a->block = pool.allocate(size, stream, owner, &a->ptr);
+  }
+  return a;
 }
 
 }  // namespace gk

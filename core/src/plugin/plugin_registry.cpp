@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "capi/op_call.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "device/device.h"
+#include "memory/device_memory.h"
 #include "plugin/library_search.h"
-#include "runtime/runtime.h"
 
 namespace gk {
 namespace {
@@ -26,7 +27,7 @@ HostContext& host(void* context) { return *static_cast<HostContext*>(context); }
 
 void service_log(void* context, int32_t level, const char* message) {
   HostContext& h = host(context);
-  h.runtime->logger().log(level, "plugin " + h.plugin->name + ": " + (message ? message : ""));
+  h.services.logger->log(level, "plugin " + h.plugin->name + ": " + (message ? message : ""));
 }
 
 void service_report_error(void*, const char* message) { t_plugin_error = message ? message : ""; }
@@ -34,21 +35,20 @@ void service_report_error(void*, const char* message) { t_plugin_error = message
 gk_status service_alloc(void* context, int32_t device, uint64_t bytes, void* stream, void** out) {
   return c_guard([&] {
     require_arg(out, "host.alloc", "out");
-    Runtime& rt = *host(context).runtime;
-    *out = rt.memory().allocate(rt.devices().at(device), bytes,
-                                static_cast<cuda::CUstream>(stream));
+    const PluginServices& s = host(context).services;
+    *out = s.memory->allocate(s.devices->at(device), bytes, static_cast<cuda::CUstream>(stream));
   });
 }
 
 gk_status service_free(void* context, int32_t device, void* ptr, void* stream) {
   return c_guard([&] {
-    Runtime& rt = *host(context).runtime;
-    rt.memory().deallocate(rt.devices().at(device), ptr, static_cast<cuda::CUstream>(stream));
+    const PluginServices& s = host(context).services;
+    s.memory->deallocate(s.devices->at(device), ptr, static_cast<cuda::CUstream>(stream));
   });
 }
 
 gk_status service_cuda_symbol(void* context, const char* name, void** out) {
-  const cuda::Driver* driver = host(context).runtime->devices().driver();
+  const cuda::Driver* driver = host(context).services.devices->driver();
   if (!out || !name) return GK_INVALID_ARGUMENT;
   if (!driver) return GK_UNAVAILABLE;
   *out = driver->symbol(name);
@@ -59,7 +59,7 @@ gk_status service_device_info(void* context, int32_t device, gk_plugin_device* o
   return c_guard([&] {
     require_arg(out, "host.device_info", "out");
     require_struct(out->struct_size, GK_PLUGIN_DEVICE_SIZE, "host.device_info", "gk_plugin_device");
-    const Device& d = host(context).runtime->devices().at(device);
+    const Device& d = host(context).services.devices->at(device);
     out->id = d.id;
     out->kind = d.kind;
     out->ordinal = d.ordinal;
@@ -68,10 +68,6 @@ gk_status service_device_info(void* context, int32_t device, gk_plugin_device* o
     out->total_memory = d.total_memory;
     out->cuda_context = d.context;
   });
-}
-
-gk_status service_op_call(void* context, const gk_kernel_args* args) {
-  return c_guard([&] { host_op_call(*host(context).runtime, args); });
 }
 
 }  // namespace
@@ -90,9 +86,10 @@ std::string default_manifest_folder() {
   return (std::filesystem::path(info.dli_fname).parent_path() / "gpukit" / "manifests").string();
 }
 
-PluginRegistry::PluginRegistry(Runtime& runtime, const std::vector<std::string>& folders,
+PluginRegistry::PluginRegistry(const PluginServices& services,
+                               const std::vector<std::string>& folders,
                                const std::vector<std::string>& disabled)
-    : runtime_(runtime) {
+    : services_(services) {
   namespace fs = std::filesystem;
   for (const std::string& folder : folders) {
     std::error_code ec;
@@ -100,7 +97,7 @@ PluginRegistry::PluginRegistry(Runtime& runtime, const std::vector<std::string>&
       std::string problem = path_kind_problem(folder);
       if (problem.empty()) problem = "is a file";
       if (problem != "does not exist") problem += ", not a folder";
-      runtime_.logger().warning("plugin folder '" + folder + "' " + problem + "; skipped");
+      logger().warning("plugin folder '" + folder + "' " + problem + "; skipped");
       continue;
     }
     std::vector<std::string> files;
@@ -110,8 +107,8 @@ PluginRegistry::PluginRegistry(Runtime& runtime, const std::vector<std::string>&
       if (file.extension() == ".yaml" || file.extension() == ".yml") files.push_back(file.string());
     }
     if (ec) {
-      runtime_.logger().warning("plugin folder '" + folder + "' cannot be listed (" +
-                                ec.message() + "); the manifests listed before are read");
+      logger().warning("plugin folder '" + folder + "' cannot be listed (" + ec.message() +
+                       "); the manifests listed before are read");
     }
     std::sort(files.begin(), files.end());
     for (const std::string& file : files) consider(file, disabled);
@@ -138,45 +135,45 @@ void PluginRegistry::consider(const std::string& path, const std::vector<std::st
     r.name = r.manifest.name;
   } catch (const Error& e) {
     r.reason = "bad manifest: " + e.message();
-    runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
+    logger().warning("plugin " + r.name + " skipped: " + r.reason);
     return;
   } catch (const std::exception& e) {
     // A broken plugin never fails runtime creation: whatever the reader throws is its reason.
     r.reason = "bad manifest: " + path + ": " + e.what();
-    runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
+    logger().warning("plugin " + r.name + " skipped: " + r.reason);
     return;
   }
   for (const auto& other : records_) {
     if (other.get() != &r && other->loaded && other->name == r.name) {
       r.reason = "duplicate plugin name '" + r.name + "': already loaded from " + other->manifest.path;
-      runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
+      logger().warning("plugin " + r.name + " skipped: " + r.reason);
       return;
     }
   }
   for (const std::string& glob : disabled) {
     if (fnmatch(glob.c_str(), r.name.c_str(), 0) == 0) {
       r.reason = "disabled by GPUKIT_PLUGINS_DISABLE / options.plugins_disable pattern '" + glob + "'";
-      runtime_.logger().info("plugin " + r.name + " skipped: " + r.reason);
+      logger().info("plugin " + r.name + " skipped: " + r.reason);
       return;
     }
   }
   r.reason = device_mismatch(r.manifest);
   if (!r.reason.empty()) {
-    runtime_.logger().debug("plugin " + r.name + " skipped: " + r.reason);
+    logger().debug("plugin " + r.name + " skipped: " + r.reason);
     return;
   }
   load(r);
   if (r.loaded) {
-    runtime_.logger().debug("plugin " + r.name + " " + r.manifest.version + " loaded from " +
-                            r.manifest.library);
+    logger().debug("plugin " + r.name + " " + r.manifest.version + " loaded from " +
+                   r.manifest.library);
   } else {
-    runtime_.logger().warning("plugin " + r.name + " skipped: " + r.reason);
+    logger().warning("plugin " + r.name + " skipped: " + r.reason);
   }
 }
 
 std::string PluginRegistry::device_mismatch(const Manifest& m) const {
   if (m.device == GK_DEVICE_KIND_CPU) return "";
-  const auto& devices = runtime_.devices();
+  const DeviceSet& devices = *services_.devices;
   std::string seen;
   for (const Device& d : devices.devices()) {
     if (!d.is_cuda()) continue;
@@ -222,7 +219,7 @@ void PluginRegistry::load(PluginRecord& r) {
       r.reason = "requires " + lib.why;
       return;
     }
-    runtime_.logger().debug("plugin " + r.name + ": " + soname + " from " + lib.path);
+    logger().debug("plugin " + r.name + ": " + soname + " from " + lib.path);
   }
   boost::dll::fs::error_code ec;
   dlerror();
@@ -242,7 +239,7 @@ void PluginRegistry::load(PluginRecord& r) {
   auto entry = r.library.get<gk_status(const gk_host_services*, const gk_plugin_api**)>(
       GK_PLUGIN_ENTRY_SYMBOL);
 
-  r.host_context = HostContext{&runtime_, &r};
+  r.host_context = HostContext{services_, &r};
   gk_host_services& s = r.services;
   s.struct_size = sizeof(gk_host_services);
   s.abi_min = GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, 0);
@@ -255,7 +252,7 @@ void PluginRegistry::load(PluginRecord& r) {
   s.free = service_free;
   s.cuda_driver_symbol = service_cuda_symbol;
   s.device_info = service_device_info;
-  s.op_call = service_op_call;
+  s.op_call = services_.op_call;
 
   take_plugin_error();
   const gk_plugin_api* api = nullptr;

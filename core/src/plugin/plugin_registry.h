@@ -13,14 +13,36 @@
 
 namespace gk {
 
-class Runtime;
+class DeviceMemory;
+class DeviceSet;
+class Logger;
 struct PluginRecord;
 
-// What the host services' host_context points to.
+// What the plugin host lends plugins (gk_host_services), and all the registry itself uses:
+// the logger, the devices (device_info, the CUDA driver's symbols, matching manifests to
+// SMs), their memory (alloc and free of scratch) and the op-call service. Ops are dispatched
+// above this layer, so the runtime that wires the registry hands that service in: `op_call`
+// becomes gk_host_services.op_call itself, and reads `op_call_context` back with
+// op_call_context(). Everything named here outlives the registry.
+struct PluginServices {
+  const Logger* logger = nullptr;
+  const DeviceSet* devices = nullptr;
+  const DeviceMemory* memory = nullptr;
+  gk_status (*op_call)(void* host_context, const gk_kernel_args* args) = nullptr;
+  void* op_call_context = nullptr;
+};
+
+// What the host services' host_context points to: a copy of the services per plugin, so a
+// service reaches what it uses with one load.
 struct HostContext {
-  Runtime* runtime = nullptr;
+  PluginServices services;
   PluginRecord* plugin = nullptr;
 };
+
+// The op-call service's context, from the host_context a plugin passed it.
+inline void* op_call_context(void* host_context) {
+  return static_cast<HostContext*>(host_context)->services.op_call_context;
+}
 
 struct PluginRecord {
   std::string name;            // from the manifest, or the file's stem when unreadable
@@ -39,7 +61,7 @@ class PluginRegistry {
  public:
   // Reads every *.yaml in `folders` (in order, files sorted by name). Plugins whose name
   // matches one of `disabled` (fnmatch globs) are skipped.
-  PluginRegistry(Runtime& runtime, const std::vector<std::string>& folders,
+  PluginRegistry(const PluginServices& services, const std::vector<std::string>& folders,
                  const std::vector<std::string>& disabled);
   ~PluginRegistry();
   PluginRegistry(const PluginRegistry&) = delete;
@@ -53,7 +75,9 @@ class PluginRegistry {
   std::string device_mismatch(const Manifest& manifest) const;
   void load(PluginRecord& record);
 
-  Runtime& runtime_;
+  const Logger& logger() const { return *services_.logger; }
+
+  PluginServices services_;
   std::vector<std::unique_ptr<PluginRecord>> records_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "capi/op_call.h"
 #include "common/environment.h"
 #include "common/error.h"
 #include "runtime/objects.h"
@@ -77,7 +78,7 @@ Runtime::Runtime(const RuntimeConfig& config)
       logger_(config.log_level, config.log_fn, config.log_user_data),
       devices_(config.devices, logger_),
       memory_(devices_),
-      scheduler_(std::make_unique<Scheduler>(*this)),
+      scheduler_(std::make_unique<Scheduler>(devices_, memory_, logger_)),
       host_copies_(std::make_unique<HostCopyPool>(config.transfer.host_threads)) {
   cuda::CUcontext first_cuda_context = nullptr;
   for (const Device& d : devices_.devices()) {
@@ -92,8 +93,10 @@ Runtime::Runtime(const RuntimeConfig& config)
   }
   host_memory_ = std::make_unique<HostMemory>(first_cuda_context ? devices_.driver() : nullptr,
                                               first_cuda_context);
-  plugins_ = std::make_unique<PluginRegistry>(*this, config_.plugin_folders,
-                                              config_.disabled_plugins);
+  // The op-call service dispatches through this runtime: its context is the runtime itself.
+  PluginServices services{&logger_, &devices_, &memory_, &op_call_service, this};
+  plugins_ =
+      std::make_unique<PluginRegistry>(services, config_.plugin_folders, config_.disabled_plugins);
 }
 
 Runtime::~Runtime() {

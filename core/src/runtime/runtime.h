@@ -10,7 +10,6 @@
 #include "common/log.h"
 #include "device/device.h"
 #include "dispatch/dispatcher.h"
-#include "memory/charge_scope.h"
 #include "memory/device_memory.h"
 #include "memory/host_memory.h"
 #include "memory/transfer_engine.h"
@@ -69,24 +68,5 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   mutable DispatchCache dispatch_cache_;     // points into plugins_
   std::unique_ptr<PluginRegistry> plugins_;  // last: unloaded first
 };
-
-// Declared in memory/device_memory.h; defined here, where the runtime's pools are known.
-inline AllocationRef make_allocation(Runtime& runtime, const Device& device, uint64_t size,
-                                     cuda::CUstream stream, MemoryOwner* owner, bool evictable) {
-  MemoryPool& pool = runtime.memory().pool(device);
-  // Read whether needed or not, right before the new: the recycled block's thread-local
-  // lookup then serves both.
-  MemoryOwner* scope_owner = ChargeScope::current();
-  // Destroyed on a failure below, it frees nothing: its block and record are still null.
-  AllocationRef a(new Allocation(runtime, device, size, pool));
-  if (!owner) owner = scope_owner;
-  // The address is read under the pool's lock: another thread may spill it right after.
-  if (evictable) {
-    a->record = pool.allocate_evictable(size, stream, owner, &a->ptr);
-  } else {
-    a->block = pool.allocate(size, stream, owner, &a->ptr);
-  }
-  return a;
-}
 
 }  // namespace gk

@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "device/device.h"
 #include "memory/buffer_table.h"
-#include "runtime/runtime.h"
+#include "memory/device_memory.h"
 #include "scheduler/green_contexts.h"
-#include "scheduler/sm_granules.h"
 #include "scheduler/scheduler_state.h"
+#include "scheduler/sm_granules.h"
 
 namespace gk {
 
@@ -117,8 +119,9 @@ Task::~Task() {
   if (green_contexts) green_contexts->destroy(green_context);
 }
 
-Scheduler::Scheduler(Runtime& runtime) : runtime_(runtime) {
-  devices_.resize(runtime.devices().devices().size());
+Scheduler::Scheduler(const DeviceSet& devices, const DeviceMemory& memory, const Logger& logger)
+    : device_set_(devices), memory_(memory), logger_(logger) {
+  devices_.resize(devices.devices().size());
 }
 
 Scheduler::~Scheduler() = default;
@@ -137,7 +140,7 @@ void Scheduler::set_clock(std::function<uint64_t()> clock) {
 
 void Scheduler::refresh_capacity(DeviceState& d) {
   // The device budget, when set, is the capacity tasks are admitted against.
-  uint64_t budget = runtime_.memory().pool(*d.device).stats().budget;
+  uint64_t budget = memory_.pool(*d.device).stats().budget;
   uint64_t capacity = budget ? budget : d.device->total_memory;
   if (capacity == d.admission.memory_capacity()) return;
   for (const auto& a : d.admission.set_memory_capacity(capacity)) {
@@ -153,7 +156,7 @@ Scheduler::DeviceState& Scheduler::device_state(const Device& device) {
     slot.reset(new DeviceState{&device, Admission(0, std::max(device.sm_count, 1)), {}, nullptr,
                                nullptr, 0, 0, {}, {}});
     if (device.is_cuda()) {
-      const cuda::Driver& driver = *runtime_.devices().driver();
+      const cuda::Driver& driver = *device_set_.driver();
       cuda::ContextGuard guard(driver, device.context);
       GK_CU_CHECK(driver, cuCtxGetStreamPriorityRange(&slot->least_priority,
                                                       &slot->greatest_priority));
@@ -162,9 +165,8 @@ Scheduler::DeviceState& Scheduler::device_state(const Device& device) {
         slot->granules = std::make_unique<SmGranules>(
             slot->green->granules(), slot->green->granule_sms(), slot->green->remainder_sms());
       } else {
-        runtime_.logger().log(GK_LOG_INFO, device.label() + ": no SM partitions (" +
-                                               slot->green->why() +
-                                               "); tasks get stream priorities only");
+        logger_.log(GK_LOG_INFO, device.label() + ": no SM partitions (" + slot->green->why() +
+                                     "); tasks get stream priorities only");
       }
     }
   }
@@ -191,8 +193,8 @@ void Scheduler::set_state(Task& task, int32_t to, const std::string& reason) {
 void Scheduler::admitted(Task& task, const std::string& reason) {
   set_state(task, GK_TASK_ADMITTED, reason);
   task.admitted_ns = now();
-  runtime_.memory().pool(*task.device).set_owner_class(task.owner, eviction_class_of(task.spec.qos),
-                                                        task.reserved.memory);
+  memory_.pool(*task.device)
+      .set_owner_class(task.owner, eviction_class_of(task.spec.qos), task.reserved.memory);
   take_partition(task, *devices_[size_t(task.device->id)]);
 }
 
@@ -260,7 +262,7 @@ void Scheduler::take_partition(Task& task, DeviceState& d) {
 }
 
 std::shared_ptr<Task> Scheduler::submit(const TaskSpec& spec) {
-  const Device& device = runtime_.devices().at(spec.device);
+  const Device& device = device_set_.at(spec.device);
   check_spec(spec, device);
   std::unique_lock<std::mutex> lock(mutex_);
   DeviceState& d = device_state(device);
@@ -269,7 +271,7 @@ std::shared_ptr<Task> Scheduler::submit(const TaskSpec& spec) {
   task->spec = spec;
   task->device = &device;
   task->created_ns = now();
-  if (device.is_cuda()) task->driver = runtime_.devices().driver();
+  if (device.is_cuda()) task->driver = device_set_.driver();
   task->reserved.memory = spec.qos == Qos::kBestEffort ? 0 : spec.memory_request;
   task->reserved.sms = spec.sm_request;
   if (d.granules && spec.sm_request > 0) {
@@ -289,7 +291,7 @@ std::shared_ptr<Task> Scheduler::submit(const TaskSpec& spec) {
     fail(GK_RESOURCE_EXHAUSTED, "gk_task_create: " + std::string(qos_name(spec.qos)) + " task '" +
                                     spec.name + "' on " + device.label() + " " + decision.reason);
   }
-  MemoryPool& pool = runtime_.memory().pool(device);
+  MemoryPool& pool = memory_.pool(device);
   task->owner = pool.create_owner("task:" + spec.name, quota);
   pool.set_owner_class(task->owner, eviction_class_of(spec.qos), 0);
   record(*task, "state", std::string("created: ") + qos_name(spec.qos) + ", priority " +
@@ -333,7 +335,7 @@ void Scheduler::release(Task& task, int32_t terminal_state) {
   DeviceState& d = *devices_[size_t(task.device->id)];
   task.finished_ns = now();
   d.live.erase(std::remove(d.live.begin(), d.live.end(), &task), d.live.end());
-  MemoryPool& pool = runtime_.memory().pool(*task.device);
+  MemoryPool& pool = memory_.pool(*task.device);
   pool.set_owner_class(task.owner, eviction_class_of(task.spec.qos), 0);
   if (d.granules && !task.granules.empty()) {
     d.granules->give_back(task.granules, task.exclusive);
@@ -405,7 +407,7 @@ void Scheduler::retire(Task& task) {
                                 return !t || t.get() == &task;
                               }),
                tasks_.end());
-  runtime_.memory().pool(*task.device).close_owner(task.owner);
+  memory_.pool(*task.device).close_owner(task.owner);
 }
 
 void Scheduler::charge_buffer(Task& task, gk_buffer* buffer) {

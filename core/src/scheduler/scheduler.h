@@ -26,9 +26,11 @@
 
 namespace gk {
 
-class Runtime;
 struct Device;
+class DeviceMemory;
+class DeviceSet;
 class GreenContexts;
+class Logger;
 class SmGranules;
 
 struct TaskSpec {
@@ -85,9 +87,11 @@ struct Task {
   ~Task();
 };
 
+// Uses the devices (ids, the driver), their pools (task owners, budgets) and the logger; all
+// three outlive it (the runtime makes them first and destroys them last).
 class Scheduler {
  public:
-  explicit Scheduler(Runtime& runtime);
+  Scheduler(const DeviceSet& devices, const DeviceMemory& memory, const Logger& logger);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -138,7 +142,9 @@ class Scheduler {
   int32_t inflight(Task& task);                                        // mutex held
   void drain(Task& task);  // waits for its in-flight work, mutex not held
 
-  Runtime& runtime_;
+  const DeviceSet& device_set_;
+  const DeviceMemory& memory_;
+  const Logger& logger_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::unique_ptr<DeviceState>> devices_;  // by device id, made on first use

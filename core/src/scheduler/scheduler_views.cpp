@@ -4,16 +4,17 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_text.h"
-#include "runtime/runtime.h"
+#include "device/device.h"
+#include "memory/device_memory.h"
 #include "scheduler/green_contexts.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/sm_granules.h"
 #include "scheduler/scheduler_state.h"
+#include "scheduler/sm_granules.h"
 
 namespace gk {
 
 gk_task_info Scheduler::info(Task& task) {
-  MemoryOwner usage = runtime_.memory().pool(*task.device).owner_usage(task.owner);
+  MemoryOwner usage = memory_.pool(*task.device).owner_usage(task.owner);
   std::lock_guard<std::mutex> lock(mutex_);
   gk_task_info i{};
   i.state = task.state;
@@ -71,7 +72,7 @@ nlohmann::ordered_json task_json(const Task& t, const MemoryOwner& usage) {
 }  // namespace
 
 std::string Scheduler::events_json(Task& task) {
-  MemoryPool& pool = runtime_.memory().pool(*task.device);
+  MemoryPool& pool = memory_.pool(*task.device);
   MemoryOwner usage = pool.owner_usage(task.owner);
   std::vector<OwnerEvent> evictions = pool.owner_events(task.owner);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -98,7 +99,7 @@ std::string Scheduler::json() {
     }
   }
   std::vector<MemoryOwner> usage;
-  for (auto& t : tasks) usage.push_back(runtime_.memory().pool(*t->device).owner_usage(t->owner));
+  for (auto& t : tasks) usage.push_back(memory_.pool(*t->device).owner_usage(t->owner));
   std::lock_guard<std::mutex> lock(mutex_);
   nlohmann::ordered_json j;
   j["devices"] = nlohmann::ordered_json::array();
