@@ -80,9 +80,9 @@ constexpr int kChunkE = 32;
 static_assert(int64_t{kChunkTpr} * kChunkE == tuning::kRowChunk, "chunk = one cached block");
 
 // Blocks per SM to ask for: 768 threads, so ≤ 80 registers (ptxas: no spills) and 24
-// warps of rows in flight. Left to itself ptxas took 96-128 registers (16-20 warps):
-// f32 [32768, 1000] ran at 89% of copy that way, and bf16 [16384, 4096] dropped from 82%
-// to 76% of copy when a change elsewhere moved it from 96 to 127 (H100, 2026-11-22).
+// warps of rows in flight. Left to itself ptxas takes 96-128 registers (16-20 warps),
+// which costs f32 [32768, 1000] about a tenth of its bandwidth, and the count moves with
+// unrelated changes elsewhere in the kernel.
 template <int kTpr>
 constexpr int softmax_min_blocks() {
   return block_threads<kTpr>() >= 768 ? 1 : 768 / block_threads<kTpr>();

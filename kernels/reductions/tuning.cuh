@@ -71,10 +71,10 @@ inline constexpr int kWarpFinalizeMax = 128;
 // Softmax and norms: rows longer than the largest register-cached configuration
 // (32768 elements) go to the two-pass chunked path with chunks of this many elements.
 // Norms without a residual (vector layout) keep the row slice packed as T and cap
-// registers with __launch_bounds__ min-blocks (norm.cu packed_min_blocks): bf16
-// [16384, 4096] goes from 114 registers / 4 blocks of 128 / 32 KB in flight per SM to
-// 64 / 8 / 64 KB (ptxas -v, no spills). H100: layernorm 70% of copy and rmsnorm 73%
-// before (2026-11-22), 98% and 100% with the packed kernel (session 10 harness).
+// registers with __launch_bounds__ min-blocks (norm.cu packed_min_blocks): for bf16
+// [16384, 4096] that is 64 registers and 8 blocks of 128 per SM (64 KB in flight) instead
+// of 114 and 4 (32 KB), with no spills (ptxas -v); docs/kernels/reductions.md has the
+// speeds.
 inline constexpr long long kRowChunk = 16384;
 
 }  // namespace gk::kernels::reductions::tuning
