@@ -67,10 +67,17 @@ gk_status check_same_dtype(const gk_kernel_args& args, const gk_plugin_tensor& t
 // Same ndim and dims.
 bool same_shape(const gk_plugin_tensor& a, const gk_plugin_tensor& b);
 
-// A string attribute `name` with one of `allowed` values (or absent: `fallback`).
-gk_status string_attr(const gk_kernel_args& args, const char* name, const char* fallback,
-                      std::initializer_list<std::string_view> allowed, std::string& value,
-                      std::string& message);
+// Attributes arrive normalised by the core's op rules (gpukit_plugin.h): present, of the
+// op's type, in range. The fallbacks below are the op's defaults, for a caller that does
+// not give them (the conformance tests call the plugin directly).
+
+// String attribute `name` (one of the op's spellings), or `fallback`.
+const char* text_attr(const gk_kernel_args& args, const char* name, const char* fallback);
+
+// Flag attribute `name` (keepdims, transpose_*), absent: false. The op's rules take any
+// int, nonzero meaning true; this plugin serves 0 and 1 and declines the rest.
+gk_status flag_attr(const gk_kernel_args& args, const char* name, bool& value,
+                    std::string& message);
 
 // Rejects data == NULL for a non-empty tensor, which launch cannot read or write.
 gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,

@@ -4,6 +4,7 @@
 // Floating dtypes compute in compute_t (f32 for f16/bf16); integer add/sub/mul/neg/abs wrap
 // around like NumPy instead of overflowing (done in unsigned arithmetic, which C++ defines).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -240,12 +241,6 @@ gk_status check_unary(const gk_kernel_args& args, std::string& message) {
                   : check_dtype(args, x, "input 'x'",
                                 {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16}, message);
   if (s) return s;
-  if (K == UnaryKind::kGelu) {
-    std::string approximate;
-    if ((s = string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message))) {
-      return GK_UNIMPLEMENTED;
-    }
-  }
   return check_same_dtype(args, args.outputs[0], "output 'out'", x.dtype, "input 'x'", message);
 }
 
@@ -286,12 +281,9 @@ gk_status run_unary_kind(const gk_kernel_args& args, std::string& message) {
 template <UnaryKind K>
 gk_status run_unary(const gk_kernel_args& args, std::string& message) {
   if constexpr (K == UnaryKind::kGelu) {
-    std::string approximate;
-    if (gk_status s =
-            string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message)) {
-      return s;
+    if (std::strcmp(text_attr(args, "approximate", "none"), "tanh") == 0) {
+      return run_unary_kind<UnaryKind::kGeluTanh>(args, message);
     }
-    if (approximate == "tanh") return run_unary_kind<UnaryKind::kGeluTanh>(args, message);
   }
   return run_unary_kind<K>(args, message);
 }
@@ -306,12 +298,6 @@ gk_status check_gated(const gk_kernel_args& args, std::string& message) {
   gk_status s = check_dtype(args, gate, "input 'gate'",
                             {GK_DTYPE_F32, GK_DTYPE_F64, GK_DTYPE_F16, GK_DTYPE_BF16}, message);
   if (s) return s;
-  if (K == UnaryKind::kGelu) {
-    std::string approximate;
-    if (string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message)) {
-      return GK_UNIMPLEMENTED;
-    }
-  }
   if ((s = check_same_dtype(args, args.inputs[1], "input 'up'", gate.dtype, "input 'gate'",
                             message))) {
     return s;
@@ -357,12 +343,9 @@ gk_status run_gated_kind(const gk_kernel_args& args, std::string& message) {
 template <UnaryKind K>
 gk_status run_gated(const gk_kernel_args& args, std::string& message) {
   if constexpr (K == UnaryKind::kGelu) {
-    std::string approximate;
-    if (gk_status s =
-            string_attr(args, "approximate", "none", {"none", "tanh"}, approximate, message)) {
-      return s;
+    if (std::strcmp(text_attr(args, "approximate", "none"), "tanh") == 0) {
+      return run_gated_kind<UnaryKind::kGeluTanh>(args, message);
     }
-    if (approximate == "tanh") return run_gated_kind<UnaryKind::kGeluTanh>(args, message);
   }
   return run_gated_kind<K>(args, message);
 }

@@ -37,42 +37,18 @@ struct MatmulAttrs {
   Activation activation = Activation::kNone;
 };
 
-gk_status parse_flag(const gk_kernel_args& args, const char* name, bool& value,
-                     std::string& message) {
-  const gk_attr* attr = gk_find_attr(&args, name);
-  value = false;
-  if (attr == nullptr) return GK_OK;
-  if (attr->type != GK_ATTR_INT || (attr->value.i != 0 && attr->value.i != 1)) {
-    return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': attribute '", name,
-                "' must be the int 0 or 1");
-  }
-  value = attr->value.i == 1;
-  return GK_OK;
-}
-
-gk_status parse_attrs(const gk_kernel_args& args, MatmulAttrs& attrs, std::string& message) {
-  if (gk_status s = parse_flag(args, "transpose_a", attrs.transpose_a, message)) return s;
-  if (gk_status s = parse_flag(args, "transpose_b", attrs.transpose_b, message)) return s;
-  for (const char* name : {"alpha", "beta"}) {
-    const gk_attr* attr = gk_find_attr(&args, name);
-    if (attr != nullptr && attr->type != GK_ATTR_FLOAT && attr->type != GK_ATTR_INT) {
-      return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': attribute '", name,
-                  "' must be a float");
-    }
-  }
+// The attributes as the core's op rules hand them (normalised: present, in range).
+gk_status read_attrs(const gk_kernel_args& args, MatmulAttrs& attrs, std::string& message) {
+  if (gk_status s = flag_attr(args, "transpose_a", attrs.transpose_a, message)) return s;
+  if (gk_status s = flag_attr(args, "transpose_b", attrs.transpose_b, message)) return s;
   attrs.alpha = gk_attr_float(&args, "alpha", 1.0);
   attrs.beta = gk_attr_float(&args, "beta", 0.0);
-  std::string activation;
-  if (gk_status s = string_attr(args, "activation", "none", {"none", "relu", "gelu", "silu"},
-                                activation, message)) {
-    return s;
-  }
+  const std::string_view activation = text_attr(args, "activation", "none");
   attrs.activation = activation == "relu"   ? Activation::kRelu
                      : activation == "gelu" ? Activation::kGelu
                      : activation == "silu" ? Activation::kSilu
                                             : Activation::kNone;
-  std::string precision;
-  return string_attr(args, "precision", "highest", {"highest", "tf32"}, precision, message);
+  return GK_OK;
 }
 
 // The logical M×K, K×N and M×N problem of one call, with element strides of each matrix.
@@ -360,7 +336,7 @@ gk_status check_matmul(const gk_kernel_args& args, std::string& message) {
                 dtype_name(a.dtype), half_in ? " or f32" : "");
   }
   MatmulAttrs attrs;
-  if (parse_attrs(args, attrs, message)) return GK_UNIMPLEMENTED;
+  if (read_attrs(args, attrs, message)) return GK_UNIMPLEMENTED;
   // OpenBLAS takes 32-bit dims.
   for (int32_t i = 0; i < 2; ++i) {
     const gk_plugin_tensor& t = args.inputs[i];
@@ -376,7 +352,7 @@ gk_status check_matmul(const gk_kernel_args& args, std::string& message) {
 
 gk_status run_matmul(const gk_kernel_args& args, std::string& message) {
   MatmulAttrs attrs;
-  if (gk_status s = parse_attrs(args, attrs, message)) return s;
+  if (gk_status s = read_attrs(args, attrs, message)) return s;
   MatmulShape shape;
   if (gk_status s = plan_shape(args, attrs, shape, message)) return s;
   if (gk_status s = check_data(args, args.inputs[0], "input 'a'", message)) return s;

@@ -32,16 +32,6 @@ const char* input_role(const NormSpec& spec, int32_t index) {
   return kRoles[index];
 }
 
-gk_status parse_eps(const gk_kernel_args& args, double& eps, std::string& message) {
-  const gk_attr* attr = gk_find_attr(&args, "eps");
-  if (attr != nullptr && attr->type != GK_ATTR_FLOAT && attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
-                "': attribute 'eps' must be a float");
-  }
-  eps = gk_attr_float(&args, "eps", 1e-5);
-  return GK_OK;
-}
-
 template <const NormSpec& kSpec>
 gk_status check_norm(const gk_kernel_args& args, std::string& message) {
   if (gk_status s =
@@ -66,8 +56,6 @@ gk_status check_norm(const gk_kernel_args& args, std::string& message) {
                                          "input 'x'", message))) {
     return s;
   }
-  double eps = 0;
-  if (parse_eps(args, eps, message)) return GK_UNIMPLEMENTED;
   return GK_OK;
 }
 
@@ -143,8 +131,7 @@ void normalize_rows(const gk_kernel_args& args, const gk_plugin_tensor* weight,
 template <const NormSpec& kSpec>
 gk_status run_norm(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& x = args.inputs[0];
-  double eps = 0;
-  if (gk_status s = parse_eps(args, eps, message)) return s;
+  const double eps = gk_attr_float(&args, "eps", 1e-5);
   if (x.ndim < 1) {
     return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
                 "': input 'x' is a scalar; it needs a last axis to normalise");

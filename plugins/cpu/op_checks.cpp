@@ -109,29 +109,18 @@ bool same_shape(const gk_plugin_tensor& a, const gk_plugin_tensor& b) {
   return true;
 }
 
-gk_status string_attr(const gk_kernel_args& args, const char* name, const char* fallback,
-                      std::initializer_list<std::string_view> allowed, std::string& value,
-                      std::string& message) {
+const char* text_attr(const gk_kernel_args& args, const char* name, const char* fallback) {
   const gk_attr* attr = gk_find_attr(&args, name);
-  if (attr == nullptr) {
-    value = fallback;
-    return GK_OK;
-  }
-  if (attr->type != GK_ATTR_STRING || attr->value.s == nullptr) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute '", name,
-                "' must be a string");
-  }
-  value = attr->value.s;
-  for (std::string_view v : allowed) {
-    if (value == v) return GK_OK;
-  }
-  std::string names;
-  for (std::string_view v : allowed) {
-    if (!names.empty()) names += ", ";
-    names += cat('"', v, '"');
-  }
-  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute '", name, "' is \"",
-              value, "\"; expected one of ", names);
+  return attr != nullptr ? attr->value.s : fallback;
+}
+
+gk_status flag_attr(const gk_kernel_args& args, const char* name, bool& value,
+                    std::string& message) {
+  const int64_t given = gk_attr_int(&args, name, 0);
+  value = given == 1;
+  if (given == 0 || given == 1) return GK_OK;
+  return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': attribute '", name,
+              "' must be the int 0 or 1");
 }
 
 gk_status check_data(const gk_kernel_args& args, const gk_plugin_tensor& t, std::string_view role,

@@ -24,44 +24,15 @@ struct ReducePlan {
   int64_t count = 1;  // elements folded into each output
 };
 
-gk_status parse_keepdims(const gk_kernel_args& args, bool& keepdims, std::string& message) {
-  const gk_attr* attr = gk_find_attr(&args, "keepdims");
-  keepdims = false;
-  if (attr == nullptr) return GK_OK;
-  if (attr->type != GK_ATTR_INT || (attr->value.i != 0 && attr->value.i != 1)) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
-                "': attribute 'keepdims' must be the int 0 or 1");
-  }
-  keepdims = attr->value.i == 1;
-  return GK_OK;
-}
-
 gk_status plan_reduce(const gk_kernel_args& args, ReducePlan& plan, std::string& message) {
   const gk_plugin_tensor& x = args.inputs[0];
   bool keepdims = false;
-  if (gk_status s = parse_keepdims(args, keepdims, message)) return s;
+  if (gk_status s = flag_attr(args, "keepdims", keepdims, message)) return s;
+  // Non-negative, in range and distinct (the core's op rules); absent: every axis.
   const gk_attr* axes = gk_find_attr(&args, "axes");
-  if (axes == nullptr) {
-    for (int32_t d = 0; d < x.ndim; ++d) plan.reduced[d] = true;
-  } else {
-    if (axes->type != GK_ATTR_INTS || axes->count < 0 ||
-        (axes->count > 0 && axes->value.ints == nullptr)) {
-      return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
-                  "': attribute 'axes' must be a list of ints");
-    }
-    for (int32_t i = 0; i < axes->count; ++i) {
-      int64_t axis = axes->value.ints[i];
-      if (axis < -x.ndim || axis >= x.ndim) {
-        return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axes[", i, "] = ", axis,
-                    " is out of range for input 'x' with ", x.ndim, " dims");
-      }
-      if (axis < 0) axis += x.ndim;
-      if (plan.reduced[axis]) {
-        return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axes[", i,
-                    "] = ", axes->value.ints[i], " repeats axis ", axis);
-      }
-      plan.reduced[axis] = true;
-    }
+  for (int32_t d = 0; axes == nullptr && d < x.ndim; ++d) plan.reduced[d] = true;
+  for (int32_t i = 0; axes != nullptr && i < axes->count; ++i) {
+    plan.reduced[axes->value.ints[i]] = true;
   }
   for (int32_t d = 0; d < x.ndim; ++d) {
     if (plan.reduced[d]) {
@@ -259,22 +230,19 @@ struct ArgScan {
   }
 };
 
-gk_status parse_axis(const gk_kernel_args& args, bool& has_axis, int32_t& axis,
-                     std::string& message) {
+// The axis when given (non-negative: the core's op rules normalised it); absent: over every
+// element. The rules take axis 0 of a scalar, which has no axis to scan: declined.
+gk_status arg_axis(const gk_kernel_args& args, bool& has_axis, int32_t& axis,
+                   std::string& message) {
   const gk_plugin_tensor& x = args.inputs[0];
   const gk_attr* attr = gk_find_attr(&args, "axis");
   has_axis = attr != nullptr;
   if (!has_axis) return GK_OK;
-  if (attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
-                "': attribute 'axis' must be an int");
-  }
-  const int64_t value = attr->value.i;
-  if (value < -x.ndim || value >= x.ndim) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axis ", value,
+  axis = static_cast<int32_t>(attr->value.i);
+  if (axis >= x.ndim) {
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axis ", attr->value.i,
                 " is out of range for input 'x' with ", x.ndim, " dims");
   }
-  axis = static_cast<int32_t>(value < 0 ? value + x.ndim : value);
   return GK_OK;
 }
 
@@ -289,7 +257,7 @@ gk_status check_arg(const gk_kernel_args& args, std::string& message) {
   if ((s = check_dtype(args, args.outputs[0], "output 'out'", {GK_DTYPE_I64}, message))) return s;
   bool has_axis = false, keepdims = false;
   int32_t axis = 0;
-  if (parse_axis(args, has_axis, axis, message) || parse_keepdims(args, keepdims, message)) {
+  if (arg_axis(args, has_axis, axis, message) || flag_attr(args, "keepdims", keepdims, message)) {
     return GK_UNIMPLEMENTED;
   }
   return GK_OK;
@@ -342,8 +310,8 @@ gk_status run_arg(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& out = args.outputs[0];
   bool has_axis = false, keepdims = false;
   int32_t axis = 0;
-  if (gk_status s = parse_axis(args, has_axis, axis, message)) return s;
-  if (gk_status s = parse_keepdims(args, keepdims, message)) return s;
+  if (gk_status s = arg_axis(args, has_axis, axis, message)) return s;
+  if (gk_status s = flag_attr(args, "keepdims", keepdims, message)) return s;
   int64_t shape[kMaxDims];
   int32_t ndim = 0;
   for (int32_t d = 0; d < x.ndim; ++d) {

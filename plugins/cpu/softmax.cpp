@@ -11,21 +11,9 @@
 namespace gk::cpu {
 namespace {
 
-gk_status parse_axis(const gk_kernel_args& args, int32_t& axis, std::string& message) {
-  const gk_plugin_tensor& x = args.inputs[0];
-  const gk_attr* attr = gk_find_attr(&args, "axis");
-  if (attr != nullptr && attr->type != GK_ATTR_INT) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
-                "': attribute 'axis' must be an int");
-  }
-  const int64_t value = attr != nullptr ? attr->value.i : -1;
-  const int32_t ndim = x.ndim > 0 ? x.ndim : 1;  // a scalar is one row of one element
-  if (value < -ndim || value >= ndim) {
-    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': axis ", value,
-                " is out of range for input 'x' with ", x.ndim, " dims");
-  }
-  axis = static_cast<int32_t>(value < 0 ? value + ndim : value);
-  return GK_OK;
+// The axis, non-negative (the core's op rules normalised it); absent: the last.
+int32_t softmax_axis(const gk_kernel_args& args) {
+  return static_cast<int32_t>(gk_attr_int(&args, "axis", args.inputs[0].ndim - 1));
 }
 
 gk_status check_softmax(const gk_kernel_args& args, std::string& message) {
@@ -38,8 +26,6 @@ gk_status check_softmax(const gk_kernel_args& args, std::string& message) {
                             message))) {
     return s;
   }
-  int32_t axis = 0;
-  if (parse_axis(args, axis, message)) return GK_UNIMPLEMENTED;
   return GK_OK;
 }
 
@@ -83,8 +69,7 @@ template <bool kLog>
 gk_status run_softmax(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& x = args.inputs[0];
   const gk_plugin_tensor& out = args.outputs[0];
-  int32_t axis = 0;
-  if (gk_status s = parse_axis(args, axis, message)) return s;
+  const int32_t axis = softmax_axis(args);
   if (!same_shape(x, out)) {
     return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': output 'out' ",
                 shape_string(out), " differs from input 'x' ", shape_string(x));

@@ -52,18 +52,10 @@ const CompareName* find_compare(const char* op) {
   return nullptr;
 }
 
-// gelu/geglu: the `approximate` attribute picks the erf or tanh form.
-bool approximate_tanh(const gk_kernel_args* args, bool* tanh_form, std::string* why) {
-  const char* a = attr_string(args, "approximate", "none");
-  if (std::strcmp(a, "none") == 0) {
-    *tanh_form = false;
-  } else if (std::strcmp(a, "tanh") == 0) {
-    *tanh_form = true;
-  } else {
-    *why = std::string(args->op) + ": approximate '" + a + "' is not \"none\" or \"tanh\"";
-    return false;
-  }
-  return true;
+// gelu/geglu: the `approximate` attribute ("none" or "tanh": the core's op rules normalised
+// it) picks the erf or tanh form.
+bool approximate_tanh(const gk_kernel_args* args) {
+  return std::strcmp(attr_string(args, "approximate", "none"), "tanh") == 0;
 }
 
 // Resolved call: op kind and tensors.
@@ -95,10 +87,8 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
     c->kind = Call::kUnary;
     c->unary = u->op;
     if (!to_ref(args, args->inputs[0], "x", &c->in[0], why)) return false;
-    if (c->unary == kr::UnaryOp::gelu_erf) {
-      bool t = false;
-      if (!approximate_tanh(args, &t, why)) return false;
-      if (t) c->unary = kr::UnaryOp::gelu_tanh;
+    if (c->unary == kr::UnaryOp::gelu_erf && approximate_tanh(args)) {
+      c->unary = kr::UnaryOp::gelu_tanh;
     }
     if (!kr::can_implement_unary(c->unary, c->in[0], c->out, why)) {
       *why = std::string(op) + ": " + *why;
@@ -116,10 +106,8 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
     const bool gated = b->op == kr::BinaryOp::swiglu || b->op == kr::BinaryOp::geglu_erf;
     if (!to_ref(args, args->inputs[0], gated ? "gate" : "a", &c->in[0], why)) return false;
     if (!to_ref(args, args->inputs[1], gated ? "up" : "b", &c->in[1], why)) return false;
-    if (c->binary == kr::BinaryOp::geglu_erf) {
-      bool t = false;
-      if (!approximate_tanh(args, &t, why)) return false;
-      if (t) c->binary = kr::BinaryOp::geglu_tanh;
+    if (c->binary == kr::BinaryOp::geglu_erf && approximate_tanh(args)) {
+      c->binary = kr::BinaryOp::geglu_tanh;
     }
     if (!kr::can_implement_binary(c->binary, c->in[0], c->in[1], c->out, why)) {
       *why = std::string(op) + ": " + *why;

@@ -83,7 +83,7 @@ bool to_ref(const gk_kernel_args* args, const gk_plugin_tensor& t, const char* a
 
 const char* attr_string(const gk_kernel_args* args, const char* name, const char* fallback) {
   const gk_attr* a = gk_find_attr(args, name);
-  return (a && a->type == GK_ATTR_STRING && a->value.s) ? a->value.s : fallback;
+  return a ? a->value.s : fallback;  // one of the op's spellings (the core's op rules)
 }
 
 }  // namespace gk::plugins::reductions_cuda

@@ -28,16 +28,16 @@ struct Call {
   uint32_t mask = 0;
 };
 
-// Sets bit `axis` (negative counts from the end); false on range or repeat.
+// Sets bit `axis` (non-negative: the core's op rules normalised it). False for axis 0 of a
+// scalar, which the rules take for argmax/argmin and which has no axis to scan.
 bool add_axis(const gk_kernel_args* args, int64_t axis, int ndim, uint32_t* mask,
               std::string* why) {
-  const int64_t a = axis < 0 ? axis + ndim : axis;
-  if (a < 0 || a >= ndim || ((*mask >> a) & 1u)) {
+  if (axis >= ndim) {
     *why = std::string(args->op) + ": axis " + std::to_string(axis) +
            " is out of range or repeated for " + std::to_string(ndim) + " dims";
     return false;
   }
-  *mask |= 1u << a;
+  *mask |= 1u << axis;
   return true;
 }
 
@@ -56,14 +56,10 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
   const gk_attr* a = gk_find_attr(args, arg ? "axis" : "axes");
   if (!a) {
     c->mask = all;
-  } else if (a->type == GK_ATTR_INT) {
+  } else if (arg) {
     if (!add_axis(args, a->value.i, nd, &c->mask, why)) return false;
-  } else if (a->type == GK_ATTR_INTS && !arg) {
-    for (int32_t i = 0; i < a->count; ++i)
-      if (!add_axis(args, a->value.ints[i], nd, &c->mask, why)) return false;
   } else {
-    *why = std::string(args->op) + ": attribute " + (arg ? "axis" : "axes") + " has the wrong type";
-    return false;
+    for (int32_t i = 0; i < a->count; ++i) c->mask |= 1u << a->value.ints[i];
   }
   if (!kr::can_implement_reduce(c->op, c->x, c->mask, c->out, why)) {
     *why = std::string(args->op) + ": " + *why;

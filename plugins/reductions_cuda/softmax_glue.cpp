@@ -21,15 +21,8 @@ bool resolve(const gk_kernel_args* args, Call* c, std::string* why) {
   }
   if (!to_ref(args, args->inputs[0], "x", &c->x, why)) return false;
   if (!to_ref(args, args->outputs[0], "out", &c->out, why)) return false;
-  const int64_t axis = gk_attr_int(args, "axis", -1);
-  const int nd = c->x.ndim == 0 ? 1 : c->x.ndim;
-  const int64_t a = axis < 0 ? axis + nd : axis;
-  if (a < 0 || a >= nd) {
-    *why = std::string(args->op) + ": axis " + std::to_string(axis) + " is out of range for " +
-           std::to_string(c->x.ndim) + " dims";
-    return false;
-  }
-  c->axis = static_cast<int>(a);
+  // Non-negative and in range: the core's op rules normalised it (gpukit_plugin.h).
+  c->axis = static_cast<int>(gk_attr_int(args, "axis", c->x.ndim - 1));
   if (!kr::can_implement_softmax(c->x, c->axis, c->out, why)) {
     *why = std::string(args->op) + ": " + *why;
     return false;

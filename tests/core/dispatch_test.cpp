@@ -305,22 +305,6 @@ TEST(Dispatch, call_alloc_releases_its_outputs_when_no_plugin_accepts) {
 
 // The dispatch cache (DispatchCache): a call seen before skips the op's rules and
 // supports(); anything that differs in the call is checked and decided again.
-gk_attr int_attr(const char* name, int64_t v) {
-  gk_attr a{};
-  a.name = name;
-  a.type = GK_ATTR_INT;
-  a.value.i = v;
-  return a;
-}
-
-gk_attr float_attr(const char* name, double v) {
-  gk_attr a{};
-  a.name = name;
-  a.type = GK_ATTR_FLOAT;
-  a.value.f = v;
-  return a;
-}
-
 TEST(DispatchCache, repeated_call_with_a_changed_attribute_value_uses_the_new_value) {
   RuntimePtr rt = make_runtime(test_options());
   TensorPtr x = tensor_from(rt.get(), {1, 1}, {1, 2});

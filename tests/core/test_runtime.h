@@ -89,4 +89,30 @@ inline std::vector<float> read_f32(const gk_tensor* t, size_t count) {
   return out;
 }
 
+// Attributes of a call; a list's values stay the caller's.
+inline gk_attr int_attr(const char* name, int64_t v) {
+  gk_attr a{};
+  a.name = name;
+  a.type = GK_ATTR_INT;
+  a.value.i = v;
+  return a;
+}
+
+inline gk_attr float_attr(const char* name, double v) {
+  gk_attr a{};
+  a.name = name;
+  a.type = GK_ATTR_FLOAT;
+  a.value.f = v;
+  return a;
+}
+
+inline gk_attr ints_attr(const char* name, const std::vector<int64_t>& v) {
+  gk_attr a{};
+  a.name = name;
+  a.type = GK_ATTR_INTS;
+  a.value.ints = v.data();
+  a.count = int32_t(v.size());
+  return a;
+}
+
 }  // namespace gk::test

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -377,6 +378,14 @@ class Tensor {
 
 // ---------------------------------------------------------------------------------------
 // Attributes, owning their strings and int lists.
+
+// Axes as the core's op rules hand them to plugins (gpukit_plugin.h, "attributes arrive
+// normalised"): non-negative, in increasing order. Plugins are called with those only.
+inline std::vector<int64_t> normal_axes(std::vector<int64_t> axes, int32_t ndim) {
+  for (int64_t& a : axes) a = a < 0 ? a + ndim : a;
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
 
 class Attrs {
  public:

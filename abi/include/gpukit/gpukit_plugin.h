@@ -130,6 +130,25 @@ struct gk_kernel_args {
   int32_t num_inputs;
   const gk_plugin_tensor* outputs;
   int32_t num_outputs;
+  /* Attributes arrive normalised by the core's op rules (docs/ops.md), the same form in
+   * supports() and launch(), valid for the length of that call: every value within the
+   * op's rules (a plugin need not check range or type), names and strings in the op's own
+   * spelling, a float attribute given as an int converted to GK_ATTR_FLOAT, and every
+   * attribute the op defines with a default present, so a plugin reads them directly:
+   *   softmax, log_softmax: `axis` int, non-negative (given -1 or absent: ndim - 1).
+   *   sum, mean, prod, max, min: `axes` ints, non-negative, increasing, distinct (absent:
+   *     every axis, listed); `keepdims` int (0 when absent; nonzero keeps).
+   *   argmax, argmin: `axis` int, non-negative, present only when given (absent: over
+   *     every element); `keepdims` int as above.
+   *   layernorm, rmsnorm, add_layernorm, add_rmsnorm: `eps` float (1e-5).
+   *   matmul: `transpose_a`, `transpose_b` int (0; nonzero transposes), `alpha` float (1),
+   *     `beta` float (0), `activation` string (none), `precision` string (highest).
+   *   gelu, swiglu, geglu: `approximate` string (none). cast: `dtype` string, the dtype's
+   *     name, present only when given.
+   *   rope, attention, sample, log_mel_spectrogram: every attribute, defaults filled in
+   *     (attention's `scale` 1/sqrt(head_dim), rope's `rotary_dim` head_dim).
+   * Normalising again (adding ndim to a negative axis, a fallback for an absent attribute)
+   * stays correct: it changes nothing. */
   const gk_attr* attrs;
   int32_t num_attrs;
 };
@@ -277,8 +296,9 @@ typedef struct gk_plugin_api {
    * a short note on how it will serve the call (gk_explain shows it), or leave
    * reason[0] as it was given, NUL. Tensor data may be NULL:
    * decide on dtypes, shapes, strides, attributes and the device only. The core has
-   * already checked the op's own rules (argument count, shapes, dtypes agree). Any
-   * thread, concurrently. */
+   * already checked the op's own rules (argument count, shapes, dtypes agree, attribute
+   * values) and hands the attributes normalised (gk_kernel_args.attrs). Any thread,
+   * concurrently. */
   gk_status (*supports)(void* state, const gk_kernel_args* args, char* reason,
                         size_t reason_capacity);
 

@@ -241,13 +241,14 @@ bool dispatch_key(const OpSchema& schema, const Device& device,
 
 // Dispatches a validated call to the plugin that accepts it and launches it on `stream`:
 // `cached`, when the dispatch cache knows the call, else the plugin decide() picks, which
-// is then added to the cache under `key` (when the call has one).
+// is then added to the cache under `key` (when the call has one). Plugins receive `attrs`,
+// the call's attributes as the op's rules normalised them.
 void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_stream& stream,
                const CallArray<gk_tensor_desc>& input_descs,
                const CallArray<const gk_tensor*>& input_tensors,
                const CallArray<gk_tensor_desc>& output_descs,
-               const CallArray<const gk_tensor*>& output_tensors, const gk_attr* attrs,
-               int32_t num_attrs, const PluginRecord* cached, const DispatchCache::Key* key) {
+               const CallArray<const gk_tensor*>& output_tensors, const NormalAttrs& attrs,
+               const PluginRecord* cached, const DispatchCache::Key* key) {
   const size_t num_inputs = input_descs.size(), num_outputs = output_descs.size();
   // Evictable memory is restored and stays put until the launch is queued.
   TensorPins pins(stream.native);
@@ -263,13 +264,13 @@ void launch_op(Runtime& rt, const OpSchema& schema, const Device& device, gk_str
   }
   gk_kernel_args kargs{sizeof(gk_kernel_args), schema.name.c_str(), device.id,
                        stream.native,          plugin_inputs.data(), int32_t(num_inputs),
-                       plugin_outputs.data(),  int32_t(num_outputs), attrs,
-                       num_attrs};
+                       plugin_outputs.data(),  int32_t(num_outputs), attrs.data(),
+                       attrs.size()};
   if (!cached) {
     DispatchDecision decision = decide(rt.plugins(), device, kargs, false);
     if (!decision.chosen) fail(GK_UNIMPLEMENTED, decision.refusal_text(schema.name, device));
     cached = decision.chosen;
-    if (key) rt.dispatch_cache().add(*key, cached);
+    if (key) rt.dispatch_cache().add(*key, cached, attrs);
   }
   // Every output empty: nothing to write, so nothing to launch (the plugin was still chosen,
   // so an op no plugin serves is refused alike). Kernels would otherwise walk the rows of an
@@ -306,19 +307,21 @@ void call_op(Runtime& rt, const char* name, const gk_op_args* args) {
                       output_tensors, device);
   if (!device) device = &rt.devices().at(0);
   gk::check_outputs_apart(schema, input_descs, input_tensors, output_descs, output_tensors);
-  // A call seen before passed the op's rules then, and its plugin is known.
+  // A call seen before passed the op's rules then: its plugin and its normalised
+  // attributes are known.
   gk::DispatchCache::Key key;
   const bool has_key = gk::dispatch_key(schema, *device, input_descs, input_tensors, output_descs,
                                         output_tensors, args->attrs, args->num_attrs, key);
-  const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
+  gk::NormalAttrs attrs;
+  const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key, &attrs) : nullptr;
   if (!cached) {
     gk::OpRegistry::instance().validate(schema, input_descs.span(), output_descs.span(),
-                                        args->attrs, args->num_attrs);
+                                        args->attrs, args->num_attrs, &attrs);
   }
   gk_stream& stream = gk::stream_for(rt, args->stream, *device, schema.name.c_str());
   gk::TaskLaunch task_launch(rt, stream);
   gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
-                output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
+                output_tensors, attrs, cached, has_key ? &key : nullptr);
   task_launch.launched();
 }
 
@@ -446,18 +449,21 @@ GK_API gk_status gk_explain(gk_runtime* runtime, const char* name, int32_t devic
       return d;
     };
     for (int32_t i = 0; i < num_inputs; ++i) kt.inputs.push_back(checked(inputs[i], "input", i));
-    // Without outputs, explain the outputs the op would produce.
+    // Without outputs, explain the outputs the op would produce. Plugins are asked with the
+    // attributes normalised, as a call hands them.
+    gk::NormalAttrs normal;
     if (num_outputs > 0) {
       gk::require_arg(outputs, "gk_explain", "outputs");
       for (int32_t i = 0; i < num_outputs; ++i) {
         kt.outputs.push_back(checked(outputs[i], "output", i));
       }
-      gk::OpRegistry::instance().validate(schema, kt.inputs, kt.outputs, attrs, num_attrs);
+      gk::OpRegistry::instance().validate(schema, kt.inputs, kt.outputs, attrs, num_attrs, &normal);
     } else {
-      kt.outputs = gk::OpRegistry::instance().infer(schema, kt.inputs, attrs, num_attrs);
+      kt.outputs = gk::OpRegistry::instance().infer(schema, kt.inputs, attrs, num_attrs, &normal);
     }
     kt.finish({}, {});
-    gk_kernel_args kargs = kt.args(schema.name.c_str(), dev.id, nullptr, attrs, num_attrs);
+    gk_kernel_args kargs =
+        kt.args(schema.name.c_str(), dev.id, nullptr, normal.data(), normal.size());
     gk::DispatchDecision decision = gk::decide(rt.plugins(), dev, kargs, true);
 
     nlohmann::json j;
@@ -517,8 +523,9 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
     const gk::Device* device = nullptr;
     gk::collect_tensors(schema, args->inputs, num_inputs, false, true, input_descs,
                         input_tensors, device);
+    gk::NormalAttrs attrs;
     auto inferred = gk::OpRegistry::instance().infer(schema, input_descs.span(), args->attrs,
-                                                     args->num_attrs);
+                                                     args->num_attrs, &attrs);
     if (size_t(num_outputs) != inferred.size()) {
       gk::fail(GK_INVALID_ARGUMENT, schema.name + ": " + std::to_string(num_outputs) +
                                         " outputs asked; the op has " +
@@ -551,7 +558,7 @@ GK_API gk_status gk_op_call_alloc(gk_runtime* runtime, const char* name, const g
                                           output_tensors, args->attrs, args->num_attrs, key);
     const gk::PluginRecord* cached = has_key ? rt.dispatch_cache().find(key) : nullptr;
     gk::launch_op(rt, schema, *device, stream, input_descs, input_tensors, output_descs,
-                  output_tensors, args->attrs, args->num_attrs, cached, has_key ? &key : nullptr);
+                  output_tensors, attrs, cached, has_key ? &key : nullptr);
     task_launch.launched();
     for (size_t i = 0; i < inferred.size(); ++i) {
       if (desc_stride) {

@@ -10,15 +10,6 @@
 namespace gk {
 namespace {
 
-struct RawAttrs {
-  std::vector<gk_attr> list;
-  explicit RawAttrs(const OpCall& call, std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      if (const gk_attr* a = call.attr(n)) list.push_back(*a);
-    }
-  }
-};
-
 // audio [samples] or [batch, samples] f32 -> [n_mels, frames] or [batch, n_mels, frames].
 OpSchema log_mel_spectrogram() {
   OpSchema s{"log_mel_spectrogram",
@@ -38,10 +29,14 @@ OpSchema log_mel_spectrogram() {
       call.fail_input(0, "has shape " + shape_text(audio) +
                              "; expected [samples] or [batch, samples]");
     }
-    RawAttrs raw(call, {"n_mels", "n_fft", "hop_length", "sample_rate"});
-    const asr::MelParams p = asr::read_mel(raw.list.data(), int32_t(raw.list.size()));
+    NormalAttrs& normal = call.normal();
+    const asr::MelParams p = asr::read_mel(normal.data(), normal.size());
     const asr::MelProblem problem = asr::check_mel(p);
     if (!problem.attr.empty()) call.fail_attr(problem.attr.c_str(), problem.problem);
+    normal.set_int("n_mels", p.n_mels);
+    normal.set_int("n_fft", p.n_fft);
+    normal.set_int("hop_length", p.hop_length);
+    normal.set_int("sample_rate", p.sample_rate);
     const int64_t samples = audio.shape[audio.ndim - 1];
     // Reflect padding by n_fft / 2 needs more samples than that, and one frame needs a hop.
     const int64_t least = std::max(p.n_fft / 2 + 1, p.hop_length);

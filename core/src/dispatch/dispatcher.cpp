@@ -137,18 +137,21 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
   return decision;
 }
 
-const PluginRecord* DispatchCache::find(const Key& key) const {
+const PluginRecord* DispatchCache::find(const Key& key, NormalAttrs* attrs) const {
   const std::string_view bytes = key.bytes();
   const size_t hash = std::hash<std::string_view>{}(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   auto [first, last] = entries_.equal_range(hash);
   for (auto it = first; it != last; ++it) {
-    if (it->second.key == bytes) return it->second.plugin;
+    if (it->second.key == bytes) {
+      if (attrs) *attrs = it->second.attrs;
+      return it->second.plugin;
+    }
   }
   return nullptr;
 }
 
-void DispatchCache::add(const Key& key, const PluginRecord* plugin) {
+void DispatchCache::add(const Key& key, const PluginRecord* plugin, const NormalAttrs& attrs) {
   const std::string_view bytes = key.bytes();
   const size_t hash = std::hash<std::string_view>{}(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -157,7 +160,7 @@ void DispatchCache::add(const Key& key, const PluginRecord* plugin) {
     if (it->second.key == bytes) return;  // another thread added it first
   }
   if (entries_.size() >= kMaxEntries) entries_.clear();
-  entries_.emplace(hash, Entry{std::string(bytes), plugin});
+  entries_.emplace(hash, Entry{std::string(bytes), plugin, attrs});
 }
 
 void DispatchCache::clear() {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dispatch/op_schema.h"
 #include "gpukit/gpukit_plugin.h"
 #include "plugin/plugin_registry.h"
 
@@ -53,12 +54,13 @@ class RuntimeRecords {
 DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
                         const gk_kernel_args& args, bool every_candidate);
 
-// The plugin a runtime chose for each call seen, so that the same call again skips the
-// op's rules and the plugins' supports(). Both decide on what a key holds (the op, the
-// device, each tensor's dtype, shape, strides, flags and data alignment, the attributes),
-// and a runtime's plugins and devices do not change once it is made, so an entry never
-// goes stale unless a JIT kernel is registered or unregistered (RuntimeRecords), which
-// clears it. Only calls that passed both are added. Any thread.
+// The plugin a runtime chose for each call seen, and the call's normalised attributes
+// (NormalAttrs), so that the same call again skips the op's rules and the plugins'
+// supports(). Both decide on what a key holds (the op, the device, each tensor's dtype,
+// shape, strides, flags and data alignment, the attributes as given), and a runtime's
+// plugins and devices do not change once it is made, so an entry never goes stale unless a
+// JIT kernel is registered or unregistered (RuntimeRecords), which clears it. Only calls
+// that passed both are added. Any thread.
 class DispatchCache {
  public:
   // A call's key, built on the stack. Past kCapacity bytes it is marked full and the
@@ -89,9 +91,10 @@ class DispatchCache {
 
   static constexpr size_t kMaxEntries = 4096;  // past that the cache starts again
 
-  // The plugin chosen for `key` before, or nullptr.
-  const PluginRecord* find(const Key& key) const;
-  void add(const Key& key, const PluginRecord* plugin);
+  // The plugin chosen for `key` before, or nullptr; with `attrs`, copies the call's
+  // normalised attributes there too (a copy: the entry may go while the call runs).
+  const PluginRecord* find(const Key& key, NormalAttrs* attrs = nullptr) const;
+  void add(const Key& key, const PluginRecord* plugin, const NormalAttrs& attrs);
   size_t size() const;
   // Forgets every choice (a JIT kernel registered or unregistered changes them).
   void clear();
@@ -100,6 +103,7 @@ class DispatchCache {
   struct Entry {
     std::string key;
     const PluginRecord* plugin;
+    NormalAttrs attrs;
   };
   mutable std::mutex mutex_;
   std::unordered_multimap<size_t, Entry> entries_;  // by the hash of the key's bytes

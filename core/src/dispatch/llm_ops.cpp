@@ -33,33 +33,10 @@ void require_ndim(const OpCall& call, size_t i, int32_t ndim, const char* layout
                          std::to_string(ndim) + " dimensions " + layout);
 }
 
-void require_string_in(const OpCall& call, const char* attr, const char* fallback,
-                       const std::vector<std::string>& allowed) {
-  std::string v = call.attr_string(attr, fallback);
-  for (const auto& a : allowed) {
-    if (v == a) return;
-  }
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "'" : ", '") + a + "'";
-  call.fail_attr(attr, "is '" + v + "'; expected one of " + list);
-}
-
 void require_finite(const OpCall& call, const char* attr, double v, const char* range, bool ok) {
   if (std::isfinite(v) && ok) return;
   call.fail_attr(attr, "is " + num(v) + "; expected " + range);
 }
-
-// Reads the attributes back from the call, as a plugin will.
-struct RawAttrs {
-  std::vector<gk_attr> list;
-  explicit RawAttrs(const OpCall& call, std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      if (const gk_attr* a = call.attr(n)) list.push_back(*a);
-    }
-  }
-  const gk_attr* data() const { return list.data(); }
-  int32_t size() const { return int32_t(list.size()); }
-};
 
 OpSchema embedding() {
   OpSchema s{"embedding", {"table", "ids"}, 2, {"out"}, {}, nullptr, nullptr};
@@ -86,8 +63,8 @@ OpSchema rope() {
              {"out"},
              {{"theta", GK_ATTR_FLOAT},
               {"rotary_dim", GK_ATTR_INT},
-              {"style", GK_ATTR_STRING},
-              {"scaling", GK_ATTR_STRING},
+              {"style", GK_ATTR_STRING, {}, "half"},
+              {"scaling", GK_ATTR_STRING, {}, "none"},
               {"factor", GK_ATTR_FLOAT},
               {"low_freq_factor", GK_ATTR_FLOAT},
               {"high_freq_factor", GK_ATTR_FLOAT},
@@ -110,11 +87,10 @@ OpSchema rope() {
                              "] or [" + std::to_string(b) + ", " + std::to_string(t) +
                              "] (tokens, or batch and tokens, of input 'x' " + shape_text(x) + ")");
     }
-    require_string_in(call, "style", "half", {"half", "interleaved"});
-    require_string_in(call, "scaling", "none", {"none", "llama3", "linear"});
-    RawAttrs raw(call, {"theta", "rotary_dim", "style", "scaling", "factor", "low_freq_factor",
-                        "high_freq_factor", "original_max_position"});
-    const llm::RopeParams p = llm::read_rope(raw.data(), raw.size(), dh);
+    call.require_string_in("style", {"half", "interleaved"});
+    call.require_string_in("scaling", {"none", "llama3", "linear"});
+    NormalAttrs& normal = call.normal();
+    const llm::RopeParams p = llm::read_rope(normal.data(), normal.size(), dh);
     require_finite(call, "theta", p.theta, "a finite value > 1", p.theta > 1.0);
     if (p.rotary_dim < 2 || p.rotary_dim > dh || p.rotary_dim % 2 != 0 ||
         p.rotary_dim > llm::kMaxRotaryDim) {
@@ -137,6 +113,12 @@ OpSchema rope() {
       require_finite(call, "original_max_position", p.original_max_position, "a finite value > 0",
                      p.original_max_position > 0.0);
     }
+    normal.set_float("theta", p.theta);
+    normal.set_int("rotary_dim", p.rotary_dim);
+    normal.set_float("factor", p.factor);
+    normal.set_float("low_freq_factor", p.low_freq_factor);
+    normal.set_float("high_freq_factor", p.high_freq_factor);
+    normal.set_float("original_max_position", p.original_max_position);
     return std::vector<gk_tensor_desc>{make_desc(x.dtype, dims(x))};
   };
   return s;
@@ -181,13 +163,15 @@ OpSchema attention() {
                                ")");
       }
     }
-    RawAttrs raw(call, {"scale", "causal"});
-    const llm::AttentionParams p = llm::read_attention(raw.data(), raw.size(), dh);
+    NormalAttrs& normal = call.normal();
+    const llm::AttentionParams p = llm::read_attention(normal.data(), normal.size(), dh);
     require_finite(call, "scale", p.scale, "a finite value", true);
     const int64_t causal = call.attr_int("causal", 1);
     if (causal != 0 && causal != 1) {
       call.fail_attr("causal", "is " + std::to_string(causal) + "; expected 0 or 1");
     }
+    normal.set_float("scale", p.scale);
+    normal.set_int("causal", causal);
     return std::vector<gk_tensor_desc>{make_desc(q.dtype, dims(q))};
   };
   return s;
@@ -215,8 +199,8 @@ OpSchema sample() {
       call.fail_input(0, "has a vocabulary of " + std::to_string(logits.shape[1]) +
                              "; ids are i32, so at most 2^31 - 1");
     }
-    RawAttrs raw(call, {"temperature", "top_k", "top_p", "min_p", "seed", "offset"});
-    const llm::SampleParams p = llm::read_sample(raw.data(), raw.size());
+    NormalAttrs& normal = call.normal();
+    const llm::SampleParams p = llm::read_sample(normal.data(), normal.size());
     require_finite(call, "temperature", p.temperature, "a finite value >= 0 (0 = greedy)",
                    p.temperature >= 0.0);
     if (p.top_k < 0) {
@@ -226,6 +210,12 @@ OpSchema sample() {
                    p.top_p > 0.0 && p.top_p <= 1.0);
     require_finite(call, "min_p", p.min_p, "a value in [0, 1] (0 = off)",
                    p.min_p >= 0.0 && p.min_p <= 1.0);
+    normal.set_float("temperature", p.temperature);
+    normal.set_int("top_k", p.top_k);
+    normal.set_float("top_p", p.top_p);
+    normal.set_float("min_p", p.min_p);
+    normal.set_int("seed", int64_t(p.seed));
+    normal.set_int("offset", int64_t(p.offset));
     return std::vector<gk_tensor_desc>{make_desc(GK_DTYPE_I32, {logits.shape[0]})};
   };
   return s;

@@ -47,16 +47,14 @@ std::vector<int64_t> broadcast(const OpCall& call, size_t i, size_t j) {
   return out;
 }
 
-// The reduced axes from attr `axes` (all when absent), normalised and checked.
+// The reduced axes from attr `axes` (all when absent), checked; plugins receive them
+// non-negative and in increasing order.
 std::vector<bool> reduced_axes(const OpCall& call) {
   int32_t ndim = call.input(0).ndim;
   std::vector<bool> reduce(size_t(ndim), false);
   const gk_attr* axes = call.attr("axes");
-  if (!axes) {
-    std::fill(reduce.begin(), reduce.end(), true);
-    return reduce;
-  }
-  for (int32_t k = 0; k < axes->count; ++k) {
+  if (!axes) std::fill(reduce.begin(), reduce.end(), true);
+  for (int32_t k = 0; axes && k < axes->count; ++k) {
     int64_t axis = axes->value.ints[k];
     int64_t normal = axis < 0 ? axis + ndim : axis;
     if (normal < 0 || normal >= ndim) {
@@ -69,6 +67,12 @@ std::vector<bool> reduced_axes(const OpCall& call) {
     }
     reduce[size_t(normal)] = true;
   }
+  int64_t normal[GK_MAX_DIMS];
+  int32_t count = 0;
+  for (int32_t k = 0; k < ndim; ++k) {
+    if (reduce[size_t(k)]) normal[count++] = k;
+  }
+  call.normal().set_ints("axes", normal, count);
   return reduce;
 }
 
@@ -81,15 +85,6 @@ int64_t normalise_axis(const OpCall& call, const char* attr, int64_t axis) {
                              ".." + std::to_string(ndim - 1) + ")");
   }
   return normal;
-}
-
-void require_string_in(const OpCall& call, const char* attr, const std::string& fallback,
-                       const std::vector<std::string>& allowed) {
-  std::string v = call.attr_string(attr, fallback);
-  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return;
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "'" : ", '") + a + "'";
-  call.fail_attr(attr, "is '" + v + "'; expected one of " + list);
 }
 
 OpSchema binary(const char* name, const std::vector<int32_t>& dtypes) {
@@ -122,27 +117,28 @@ OpSchema unary(const char* name, const std::vector<int32_t>& dtypes,
   s.in_place = true;
   s.infer = [dtypes, is_gelu](const OpCall& call) {
     call.require_dtype_in(0, dtypes);
-    if (is_gelu) require_string_in(call, "approximate", "none", {"none", "tanh"});
+    if (is_gelu) call.require_string_in("approximate", {"none", "tanh"});
     return std::vector<gk_tensor_desc>{make_desc(call.input(0).dtype, dims(call.input(0)))};
   };
   return s;
 }
 
 OpSchema gated(const char* name) {
-  OpSchema s{name, {"gate", "up"}, 2, {"out"}, {{"approximate", GK_ATTR_STRING}}, nullptr, nullptr};
+  OpSchema s{name, {"gate", "up"}, 2, {"out"}, {{"approximate", GK_ATTR_STRING, {}, "none"}},
+             nullptr, nullptr};
   s.in_place = true;
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kFloating);
     call.require_same_dtype(1, 0);
     call.require_same_shape(1, 0);
-    require_string_in(call, "approximate", "none", {"none", "tanh"});
+    call.require_string_in("approximate", {"none", "tanh"});
     return std::vector<gk_tensor_desc>{make_desc(call.input(0).dtype, dims(call.input(0)))};
   };
   return s;
 }
 
 OpSchema reduction(const char* name, const std::vector<int32_t>& dtypes, bool empty_allowed) {
-  OpSchema s{name, {"x"}, 1, {"out"}, {{"axes", GK_ATTR_INTS}, {"keepdims", GK_ATTR_INT}},
+  OpSchema s{name, {"x"}, 1, {"out"}, {{"axes", GK_ATTR_INTS}, {"keepdims", GK_ATTR_INT, 0}},
              nullptr, nullptr};
   s.infer = [dtypes, empty_allowed](const OpCall& call) {
     call.require_dtype_in(0, dtypes);
@@ -168,7 +164,7 @@ OpSchema reduction(const char* name, const std::vector<int32_t>& dtypes, bool em
 }
 
 OpSchema arg_reduction(const char* name) {
-  OpSchema s{name, {"x"}, 1, {"out"}, {{"axis", GK_ATTR_INT}, {"keepdims", GK_ATTR_INT}},
+  OpSchema s{name, {"x"}, 1, {"out"}, {{"axis", GK_ATTR_INT}, {"keepdims", GK_ATTR_INT, 0}},
              nullptr, nullptr};
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kReducible);
@@ -180,6 +176,7 @@ OpSchema arg_reduction(const char* name) {
       if (keep) out.assign(size_t(x.ndim), 1);
     } else {
       int64_t axis = normalise_axis(call, "axis", call.attr_int("axis", 0));
+      call.normal().set_int("axis", axis);
       if (x.ndim > 0 && x.shape[axis] == 0) {
         call.fail_input(0, "has shape " + shape_text(x) + ": axis " + std::to_string(axis) +
                                " is empty, so " + call.op() + " has no answer");
@@ -199,7 +196,7 @@ OpSchema softmax_like(const char* name) {
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kFloating);
     if (call.input(0).ndim == 0) call.fail_input(0, "is a scalar; " + call.op() + " needs an axis");
-    normalise_axis(call, "axis", call.attr_int("axis", -1));
+    call.normal().set_int("axis", normalise_axis(call, "axis", call.attr_int("axis", -1)));
     return std::vector<gk_tensor_desc>{make_desc(call.input(0).dtype, dims(call.input(0)))};
   };
   return s;
@@ -210,7 +207,7 @@ OpSchema norm(const char* name, std::vector<std::string> inputs, size_t min_inpu
               size_t first_param, bool has_residual) {
   std::vector<std::string> outputs = {"out"};
   if (has_residual) outputs.push_back("sum");
-  OpSchema s{name, std::move(inputs), min_inputs, outputs, {{"eps", GK_ATTR_FLOAT}}, nullptr,
+  OpSchema s{name, std::move(inputs), min_inputs, outputs, {{"eps", GK_ATTR_FLOAT, 1e-5}}, nullptr,
              nullptr};
   size_t num_outputs = outputs.size();
   s.infer = [first_param, has_residual, num_outputs](const OpCall& call) {
@@ -230,7 +227,7 @@ OpSchema norm(const char* name, std::vector<std::string> inputs, size_t min_inpu
                                "], the last dimension of input 'x' " + shape_text(x));
       }
     }
-    double eps = call.attr_float("eps", 1e-5);
+    const double eps = call.normal().find("eps")->value.f;  // given or the default
     if (!(eps >= 0.0) || std::isinf(eps)) call.fail_attr("eps", "is " + std::to_string(eps) + "; expected a finite value >= 0");
     return std::vector<gk_tensor_desc>(num_outputs, make_desc(x.dtype, dims(x)));
   };
@@ -242,12 +239,12 @@ OpSchema matmul() {
              {"a", "b", "bias"},
              2,
              {"out"},
-             {{"transpose_a", GK_ATTR_INT},
-              {"transpose_b", GK_ATTR_INT},
-              {"alpha", GK_ATTR_FLOAT},
-              {"beta", GK_ATTR_FLOAT},
-              {"activation", GK_ATTR_STRING},
-              {"precision", GK_ATTR_STRING}},
+             {{"transpose_a", GK_ATTR_INT, 0},
+              {"transpose_b", GK_ATTR_INT, 0},
+              {"alpha", GK_ATTR_FLOAT, 1.0},
+              {"beta", GK_ATTR_FLOAT, 0.0},
+              {"activation", GK_ATTR_STRING, {}, "none"},
+              {"precision", GK_ATTR_STRING, {}, "highest"}},
              nullptr,
              nullptr};
   s.infer = [](const OpCall& call) {
@@ -292,8 +289,8 @@ OpSchema matmul() {
                                "] (N of the product)");
       }
     }
-    require_string_in(call, "activation", "none", {"none", "relu", "gelu", "silu"});
-    require_string_in(call, "precision", "highest", {"highest", "tf32"});
+    call.require_string_in("activation", {"none", "relu", "gelu", "silu"});
+    call.require_string_in("precision", {"highest", "tf32"});
     return std::vector<gk_tensor_desc>{make_desc(a.dtype, out)};
   };
   s.accepts_output_dtype = [](const OpCall&, size_t, int32_t dtype, int32_t inferred) {
@@ -318,6 +315,7 @@ OpSchema cast() {
         call.fail_attr("dtype", "is '" + name + "'; expected one of " + dtype_list(kCastable));
       }
       target = *d;
+      call.normal().set_string("dtype", dtype_name(target));
     }
     return std::vector<gk_tensor_desc>{make_desc(target, dims(call.input(0)))};
   };
@@ -344,7 +342,7 @@ OpRegistry::OpRegistry() {
   for (const char* op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu"}) {
     schemas_.push_back(unary(op, kFloating));
   }
-  schemas_.push_back(unary("gelu", kFloating, {{"approximate", GK_ATTR_STRING}}));
+  schemas_.push_back(unary("gelu", kFloating, {{"approximate", GK_ATTR_STRING, {}, "none"}}));
   schemas_.push_back(gated("swiglu"));
   schemas_.push_back(gated("geglu"));
   schemas_.push_back(cast());

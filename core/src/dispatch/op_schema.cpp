@@ -18,6 +18,67 @@ std::string dtype_list(const std::vector<int32_t>& dtypes) {
   return out;
 }
 
+// ---- NormalAttrs ----
+
+NormalAttrs& NormalAttrs::operator=(const NormalAttrs& other) {
+  if (this == &other) return *this;
+  size_ = other.size_;
+  ints_used_ = other.ints_used_;
+  std::copy_n(other.attrs_, size_, attrs_);
+  std::copy_n(other.ints_, ints_used_, ints_);
+  for (int32_t i = 0; i < size_; ++i) {  // lists point into this object's storage
+    if (attrs_[i].type == GK_ATTR_INTS) {
+      attrs_[i].value.ints = ints_ + (other.attrs_[i].value.ints - other.ints_);
+    }
+  }
+  return *this;
+}
+
+const gk_attr* NormalAttrs::find(const char* name) const {
+  for (int32_t i = 0; i < size_; ++i) {
+    if (std::strcmp(attrs_[i].name, name) == 0) return &attrs_[i];
+  }
+  return nullptr;
+}
+
+gk_attr& NormalAttrs::slot(const char* name, int32_t type) {
+  gk_attr* a = const_cast<gk_attr*>(find(name));
+  if (!a) {
+    if (size_ == kCapacity) {
+      fail(GK_INTERNAL, std::string("op rules: more than ") + std::to_string(kCapacity) +
+                            " attributes (NormalAttrs::kCapacity) at '" + name + "'");
+    }
+    a = &attrs_[size_++];
+  }
+  *a = gk_attr{};
+  a->name = name;
+  a->type = type;
+  return *a;
+}
+
+void NormalAttrs::set_int(const char* name, int64_t value) {
+  slot(name, GK_ATTR_INT).value.i = value;
+}
+
+void NormalAttrs::set_float(const char* name, double value) {
+  slot(name, GK_ATTR_FLOAT).value.f = value;
+}
+
+void NormalAttrs::set_string(const char* name, const char* static_value) {
+  slot(name, GK_ATTR_STRING).value.s = static_value;
+}
+
+void NormalAttrs::set_ints(const char* name, const int64_t* values, int32_t count) {
+  if (count < 0 || count > GK_MAX_DIMS - ints_used_) {
+    fail(GK_INTERNAL, std::string("op rules: list attribute '") + name + "' of " +
+                          std::to_string(count) + " values exceeds NormalAttrs' storage");
+  }
+  gk_attr& a = slot(name, GK_ATTR_INTS);
+  a.value.ints = ints_ + ints_used_;
+  a.count = count;
+  std::copy_n(values, count, ints_ + ints_used_);
+  ints_used_ += count;
+}
 
 // ---- OpCall ----
 
@@ -47,6 +108,19 @@ double OpCall::attr_float(const char* name, double fallback) const {
 std::string OpCall::attr_string(const char* name, const std::string& fallback) const {
   const gk_attr* a = attr(name);
   return a && a->value.s ? std::string(a->value.s) : fallback;
+}
+
+void OpCall::require_string_in(const char* attr, std::initializer_list<const char*> allowed) const {
+  const gk_attr* given = this->attr(attr);
+  const gk_attr* fallback = given ? given : normal().find(attr);  // infer() set the fallback
+  if (!fallback) fail(GK_INTERNAL, op_ + ": attribute '" + attr + "' has no text_fallback");
+  const char* v = fallback->value.s;
+  for (const char* a : allowed) {
+    if (std::strcmp(v, a) == 0) return normal().set_string(attr, a);
+  }
+  std::string list;
+  for (const char* a : allowed) list += (list.empty() ? "'" : ", '") + std::string(a) + "'";
+  fail_attr(attr, "is '" + std::string(v) + "'; expected one of " + list);
 }
 
 void OpCall::fail_input(size_t i, const std::string& problem) const {
@@ -106,7 +180,8 @@ const OpSchema& OpRegistry::get(std::string_view name) const {
 
 std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
                                               std::span<const gk_tensor_desc> inputs,
-                                              const gk_attr* attrs, int32_t num_attrs) const {
+                                              const gk_attr* attrs, int32_t num_attrs,
+                                              NormalAttrs* normal) const {
   size_t max_inputs = schema.input_names.size();
   if (inputs.size() < schema.min_inputs || inputs.size() > max_inputs) {
     std::string expected = schema.min_inputs == max_inputs
@@ -156,7 +231,22 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
                                     "' has unknown dtype " + std::to_string(inputs[i].dtype));
     }
   }
-  OpCall call(schema.name, inputs, attrs, num_attrs, &schema.input_names);
+  // The attributes as given, with the defaults and int-as-float conversions of the schema;
+  // the op's rule completes them (axes, strings, defaults that depend on the inputs).
+  NormalAttrs scratch;
+  if (!normal) normal = &scratch;
+  normal->clear();
+  OpCall call(schema.name, inputs, attrs, num_attrs, &schema.input_names, normal);
+  for (const AttrSpec& spec : schema.attrs) {
+    const gk_attr* given = call.attr(spec.name);
+    if (spec.type == GK_ATTR_INT && (given || spec.fallback)) {
+      normal->set_int(spec.name, given ? given->value.i : int64_t(*spec.fallback));
+    } else if (spec.type == GK_ATTR_FLOAT && (given || spec.fallback)) {
+      normal->set_float(spec.name, given ? call.attr_float(spec.name, 0.0) : *spec.fallback);
+    } else if (spec.type == GK_ATTR_STRING && !given && spec.text_fallback) {
+      normal->set_string(spec.name, spec.text_fallback);
+    }
+  }
   std::vector<gk_tensor_desc> outputs = schema.infer(call);
   // Inputs that fit can still make an output that does not (matmul of [n, 1] by [1, n]).
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -170,8 +260,8 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
 
 void OpRegistry::validate(const OpSchema& schema, std::span<const gk_tensor_desc> inputs,
                           std::span<const gk_tensor_desc> outputs, const gk_attr* attrs,
-                          int32_t num_attrs) const {
-  std::vector<gk_tensor_desc> expected = infer(schema, inputs, attrs, num_attrs);
+                          int32_t num_attrs, NormalAttrs* normal) const {
+  std::vector<gk_tensor_desc> expected = infer(schema, inputs, attrs, num_attrs, normal);
   if (outputs.size() != expected.size()) {
     fail(GK_INVALID_ARGUMENT, schema.name + ": got " + std::to_string(outputs.size()) +
                                   " outputs; expected " + std::to_string(expected.size()));

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,14 +17,52 @@
 
 namespace gk {
 
+// A call's attributes in the one form the op's rules hand them to plugins (docs/plugins.md,
+// "Attributes arrive normalised"): every attribute the op defines with a default present,
+// axes non-negative and sorted, an int given for a float attribute made a float, strings
+// the rules' own spellings. Fixed capacity and self-contained: names and strings point to
+// static storage, a list of ints into the object itself, never into the caller's memory,
+// so a copy (into a dispatch-cache entry and back) stays valid. No heap: it lives on the
+// stack of the call that uses it, for that call.
+class NormalAttrs {
+ public:
+  static constexpr int32_t kCapacity = 8;  // the most attributes an op defines (rope)
+
+  NormalAttrs() = default;
+  NormalAttrs(const NormalAttrs& other) { *this = other; }
+  NormalAttrs& operator=(const NormalAttrs& other);
+
+  const gk_attr* data() const { return attrs_; }
+  int32_t size() const { return size_; }
+  const gk_attr* find(const char* name) const;
+
+  // Each sets attribute `name` (a static string), replacing its value if it is there.
+  void set_int(const char* name, int64_t value);
+  void set_float(const char* name, double value);
+  void set_string(const char* name, const char* static_value);
+  // At most GK_MAX_DIMS values, over all lists.
+  void set_ints(const char* name, const int64_t* values, int32_t count);
+  void clear() { size_ = 0, ints_used_ = 0; }
+
+ private:
+  gk_attr& slot(const char* name, int32_t type);
+
+  gk_attr attrs_[kCapacity];
+  int64_t ints_[GK_MAX_DIMS];
+  int32_t size_ = 0;
+  int32_t ints_used_ = 0;
+};
+
 // One call's inputs and attributes, with helpers that fail with the op's name. Views the
-// caller's name and descriptors (no copies: it lives for one infer() or validate()).
+// caller's name and descriptors (no copies: it lives for one infer() or validate()). The
+// rules write the call's normalised attributes into `normal` (NormalAttrs).
 class OpCall {
  public:
   OpCall(const std::string& op, std::span<const gk_tensor_desc> inputs, const gk_attr* attrs,
-         int32_t num_attrs, const std::vector<std::string>* input_names)
+         int32_t num_attrs, const std::vector<std::string>* input_names,
+         NormalAttrs* normal = nullptr)
       : op_(op), inputs_(inputs), attrs_(attrs), num_attrs_(num_attrs),
-        input_names_(input_names) {}
+        input_names_(input_names), normal_(normal) {}
 
   const std::string& op() const { return op_; }
   size_t num_inputs() const { return inputs_.size(); }
@@ -33,6 +73,11 @@ class OpCall {
   int64_t attr_int(const char* name, int64_t fallback) const;
   double attr_float(const char* name, double fallback) const;
   std::string attr_string(const char* name, const std::string& fallback) const;
+  // The attributes as plugins will receive them; the rules complete them (infer()).
+  NormalAttrs& normal() const { return *normal_; }
+  // Fails unless string attribute `attr` (its AttrSpec::text_fallback when absent) is one of
+  // `allowed` (static strings); plugins then receive that allowed spelling.
+  void require_string_in(const char* attr, std::initializer_list<const char*> allowed) const;
 
   [[noreturn]] void fail_input(size_t i, const std::string& problem) const;
   [[noreturn]] void fail_attr(const char* name, const std::string& problem) const;
@@ -50,11 +95,17 @@ class OpCall {
   const gk_attr* attrs_;
   int32_t num_attrs_;
   const std::vector<std::string>* input_names_;
+  NormalAttrs* normal_;
 };
 
 struct AttrSpec {
   const char* name;
   int32_t type;  // gk_attr_type; GK_ATTR_FLOAT also accepts GK_ATTR_INT
+  // What plugins receive when the caller gives none (`text_fallback` for a string). Without
+  // one the op's rule fills the attribute in (a default that depends on the inputs, a list),
+  // or it stays absent where absence has its own meaning (argmax's `axis`, cast's `dtype`).
+  std::optional<double> fallback = std::nullopt;
+  const char* text_fallback = nullptr;
 };
 
 struct OpSchema {
@@ -84,25 +135,28 @@ class OpRegistry {
   const std::vector<OpSchema>& all() const { return schemas_; }
 
   // Checks argument counts and attributes, then runs the op's rules: the outputs'
-  // descriptors for these inputs.
+  // descriptors for these inputs. With `normal`, also the attributes as plugins receive
+  // them (NormalAttrs).
   std::vector<gk_tensor_desc> infer(const OpSchema& schema,
                                     std::span<const gk_tensor_desc> inputs,
-                                    const gk_attr* attrs, int32_t num_attrs) const;
+                                    const gk_attr* attrs, int32_t num_attrs,
+                                    NormalAttrs* normal = nullptr) const;
   // infer() and then checks that each given output matches what the op produces.
   void validate(const OpSchema& schema, std::span<const gk_tensor_desc> inputs,
                 std::span<const gk_tensor_desc> outputs, const gk_attr* attrs,
-                int32_t num_attrs) const;
+                int32_t num_attrs, NormalAttrs* normal = nullptr) const;
   // The same for vectors (and braced lists of descriptors, which a span cannot take).
   std::vector<gk_tensor_desc> infer(const OpSchema& schema,
                                     const std::vector<gk_tensor_desc>& inputs,
-                                    const gk_attr* attrs, int32_t num_attrs) const {
-    return infer(schema, std::span<const gk_tensor_desc>(inputs), attrs, num_attrs);
+                                    const gk_attr* attrs, int32_t num_attrs,
+                                    NormalAttrs* normal = nullptr) const {
+    return infer(schema, std::span<const gk_tensor_desc>(inputs), attrs, num_attrs, normal);
   }
   void validate(const OpSchema& schema, const std::vector<gk_tensor_desc>& inputs,
                 const std::vector<gk_tensor_desc>& outputs, const gk_attr* attrs,
-                int32_t num_attrs) const {
+                int32_t num_attrs, NormalAttrs* normal = nullptr) const {
     validate(schema, std::span<const gk_tensor_desc>(inputs),
-             std::span<const gk_tensor_desc>(outputs), attrs, num_attrs);
+             std::span<const gk_tensor_desc>(outputs), attrs, num_attrs, normal);
   }
 
  private:

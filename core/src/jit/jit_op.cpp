@@ -40,6 +40,27 @@ std::string shape_text(const gk_plugin_tensor& t) {
   return s + "]";
 }
 
+// The first attribute that asks for something: one other than the value the op's rules hand
+// plugins when the caller gives none (plugins receive those always), or nullptr.
+const gk_attr* carried_attr(const gk_kernel_args& args) {
+  const OpSchema* schema = OpRegistry::instance().find(args.op);
+  for (int32_t i = 0; i < args.num_attrs; ++i) {
+    const gk_attr& a = args.attrs[i];
+    const AttrSpec* spec = nullptr;
+    for (size_t k = 0; schema && a.name && k < schema->attrs.size(); ++k) {
+      if (std::strcmp(schema->attrs[k].name, a.name) == 0) spec = &schema->attrs[k];
+    }
+    const bool is_fallback =
+        spec &&
+        ((a.type == GK_ATTR_INT && spec->fallback && double(a.value.i) == *spec->fallback) ||
+         (a.type == GK_ATTR_FLOAT && spec->fallback && a.value.f == *spec->fallback) ||
+         (a.type == GK_ATTR_STRING && spec->text_fallback && a.value.s &&
+          std::strcmp(a.value.s, spec->text_fallback) == 0));
+    if (!is_fallback) return &a;
+  }
+  return nullptr;
+}
+
 // Why the elementwise geometry cannot serve the call, or "" when it can.
 std::string elementwise_refusal(const JitOp& op, const gk_jit_kernel& kernel,
                                 const gk_kernel_args& args) {
@@ -47,9 +68,9 @@ std::string elementwise_refusal(const JitOp& op, const gk_jit_kernel& kernel,
     return "the kernel is loaded on device " + std::to_string(op.device_id) + ", not device " +
            std::to_string(args.device);
   }
-  if (args.num_attrs > 0) {
+  if (const gk_attr* a = carried_attr(args)) {
     return std::string("the elementwise geometry passes no attributes; the call has '") +
-           (args.attrs[0].name ? args.attrs[0].name : "?") + "'";
+           (a->name ? a->name : "?") + "'";
   }
   if (args.num_outputs < 1) return "the elementwise geometry needs an output";
   const size_t params = size_t(args.num_inputs) + size_t(args.num_outputs) + 1;
