@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "gpukit/gpukit_plugin.h"
+#include "gpukit/gpukit_plugin.hpp"
 
 namespace gk::cpu {
 
@@ -33,8 +34,8 @@ std::span<const OpDef> matmul_ops();
 std::span<const OpDef> llm_ops();
 std::span<const OpDef> asr_ops();
 
-const char* dtype_name(int32_t dtype);
-size_t dtype_size(int32_t dtype);
+using gk::plugin::dtype_name;  // the SDK's table (gpukit_plugin.hpp)
+using gk::plugin::dtype_size;
 std::string shape_string(const gk_plugin_tensor& t);
 
 template <class... Parts>

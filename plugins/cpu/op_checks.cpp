@@ -5,53 +5,7 @@
 
 namespace gk::cpu {
 
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case GK_DTYPE_F32:
-      return "f32";
-    case GK_DTYPE_F64:
-      return "f64";
-    case GK_DTYPE_F16:
-      return "f16";
-    case GK_DTYPE_BF16:
-      return "bf16";
-    case GK_DTYPE_I8:
-      return "i8";
-    case GK_DTYPE_I16:
-      return "i16";
-    case GK_DTYPE_I32:
-      return "i32";
-    case GK_DTYPE_I64:
-      return "i64";
-    case GK_DTYPE_U8:
-      return "u8";
-    case GK_DTYPE_BOOL:
-      return "bool";
-    default:
-      return "unknown";
-  }
-}
 
-size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case GK_DTYPE_F64:
-    case GK_DTYPE_I64:
-      return 8;
-    case GK_DTYPE_F32:
-    case GK_DTYPE_I32:
-      return 4;
-    case GK_DTYPE_F16:
-    case GK_DTYPE_BF16:
-    case GK_DTYPE_I16:
-      return 2;
-    case GK_DTYPE_I8:
-    case GK_DTYPE_U8:
-    case GK_DTYPE_BOOL:
-      return 1;
-    default:
-      return 0;
-  }
-}
 
 std::string shape_string(const gk_plugin_tensor& t) {
   std::string s = "[";

@@ -65,7 +65,7 @@ struct Plan {
   std::vector<Candidate> candidates;      // the heuristic's order, best guess first
   size_t chosen = 0;
   bool timed = false;  // the candidates were timed (or timing is off or failed: see note)
-  std::string note;    // how the algorithm was chosen, for gk_op_explain
+  std::string note;    // how the algorithm was chosen, for gk_explain
   std::mutex mu;  // the bias pointer is a descriptor attribute: one call at a time
   ~Plan() {
     if (desc) api->desc_destroy(desc);

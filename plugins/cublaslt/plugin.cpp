@@ -13,7 +13,7 @@
 // (on the H100 it cost 3-7% on tf32 4096³/8192³ and some bf16/f16 LLM shapes). So a plan keeps up
 // to kTuneCandidates of the heuristic's candidates, and its first launch times each one on that
 // call's operands (writing into scratch memory, not the output) from a cold L2, keeps the fastest,
-// and says so in gk_op_explain. Cold, because back-to-back runs on the same operands find them in
+// and says so in gk_explain. Cold, because back-to-back runs on the same operands find them in
 // L2, which favours algorithms that are slower when the operands come from memory (on the H100, f16
 // 1024³ timed warm kept nvjet 192x48, 10.7 µs cold, over cuBLAS's 128x64, 7.9 µs). So each timed
 // run follows a read of twice L2's size (l2_flush.cu), in a buffer that lives only while the

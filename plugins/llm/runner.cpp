@@ -7,19 +7,12 @@
 namespace gk::llm {
 
 int64_t element_size(int32_t dtype) {
-  switch (dtype) {
-    case GK_DTYPE_F64:
-    case GK_DTYPE_I64:
-      return 8;
-    case GK_DTYPE_F32:
-    case GK_DTYPE_I32:
-      return 4;
-    case GK_DTYPE_F16:
-    case GK_DTYPE_BF16:
-      return 2;
-    default:
-      fail(GK_INVALID_ARGUMENT, "llm: dtype " + std::to_string(dtype) + " is not f32, f16 or bf16");
+  const size_t size = gk::plugin::dtype_size(dtype);
+  if (size == 0) {
+    fail(GK_INVALID_ARGUMENT, std::string("llm: dtype ") + gk::plugin::dtype_name(dtype) +
+                                  " has no element size");
   }
+  return static_cast<int64_t>(size);
 }
 
 int64_t Tensor::numel() const {

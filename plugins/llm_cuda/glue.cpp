@@ -16,24 +16,7 @@
 namespace gk::plugins::llm_cuda {
 namespace {
 
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case GK_DTYPE_F32:
-      return "f32";
-    case GK_DTYPE_F64:
-      return "f64";
-    case GK_DTYPE_F16:
-      return "f16";
-    case GK_DTYPE_BF16:
-      return "bf16";
-    case GK_DTYPE_I32:
-      return "i32";
-    case GK_DTYPE_I64:
-      return "i64";
-    default:
-      return "another dtype";
-  }
-}
+using gk::plugin::dtype_name;  // the SDK's table (gpukit_plugin.hpp)
 
 bool map_dtype(int32_t dtype, kl::DType* out) {
   switch (dtype) {
@@ -248,33 +231,6 @@ bool resolve(const gk_kernel_args* args, SampleCall* c, std::string* why) {
 }
 
 }  // namespace
-
-LaunchContext::~LaunchContext() {
-  if (ws_ != nullptr) host_->free(host_->host_context, args_->device, ws_, args_->stream);
-}
-
-gk_status LaunchContext::workspace(size_t bytes, void** out) {
-  *out = nullptr;
-  if (bytes == 0) return GK_OK;
-  const gk_status st = host_->alloc(host_->host_context, args_->device, bytes, args_->stream, &ws_);
-  if (st != GK_OK) {
-    const std::string msg = std::string(args_->op) + ": scratch of " + std::to_string(bytes) +
-                            " bytes for partial results could not be allocated";
-    host_->report_error(host_->host_context, msg.c_str());
-    ws_ = nullptr;
-    return st;
-  }
-  *out = ws_;
-  return GK_OK;
-}
-
-gk_status LaunchContext::cuda_error(const char* what, cudaError_t err) const {
-  const std::string msg = std::string(args_->op) + ": " + what +
-                          " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
-                          ")";
-  host_->report_error(host_->host_context, msg.c_str());
-  return GK_INTERNAL;
-}
 
 bool llm_serves(const char* op) {
   for (const char* name : {"embedding", "rope", "attention", "sample"}) {

@@ -21,7 +21,7 @@
  *                                                         // messages (default: kName)
  *   static constexpr bool kNotesChoice = true;  // supports() may set *why when it accepts,
  *                                               // saying how it will serve the call (an
- *                                               // algorithm it chose), for gk_op_explain
+ *                                               // algorithm it chose), for gk_explain
  *
  * What each entry point returns when it throws:
  *   init      the Failure's status (GK_INTERNAL for other exceptions), its message reported
@@ -66,6 +66,54 @@ struct Failure : std::exception {
 /* Sends `message` to the host, which keeps it as the error of the failing call. */
 inline void report(const gk_host_services* host, const std::string& message) {
   if (host && host->report_error) host->report_error(host->host_context, message.c_str());
+}
+
+/* Every gk_dtype: its name, bytes per element (0 for a block-quantized one), elements per
+ * block (1 for a plain dtype) and bytes per block. The one table of them: the runtime's own
+ * dtype functions (gk_dtype_name, the op rules, the loaders) read it too. */
+struct DtypeInfo {
+  int32_t dtype;
+  const char* name;
+  size_t size;
+  uint32_t block;
+  uint32_t block_bytes;
+};
+inline constexpr DtypeInfo kDtypes[] = {
+    {GK_DTYPE_F32, "f32", 4, 1, 4},
+    {GK_DTYPE_F64, "f64", 8, 1, 8},
+    {GK_DTYPE_F16, "f16", 2, 1, 2},
+    {GK_DTYPE_BF16, "bf16", 2, 1, 2},
+    {GK_DTYPE_I8, "i8", 1, 1, 1},
+    {GK_DTYPE_I16, "i16", 2, 1, 2},
+    {GK_DTYPE_I32, "i32", 4, 1, 4},
+    {GK_DTYPE_I64, "i64", 8, 1, 8},
+    {GK_DTYPE_U8, "u8", 1, 1, 1},
+    {GK_DTYPE_BOOL, "bool", 1, 1, 1},
+    /* GGUF's blocks, as llama.cpp's block_q8_0 ... block_q6_K lay them out. */
+    {GK_DTYPE_Q8_0, "q8_0", 0, 32, 34},
+    {GK_DTYPE_Q4_0, "q4_0", 0, 32, 18},
+    {GK_DTYPE_Q4_1, "q4_1", 0, 32, 20},
+    {GK_DTYPE_Q4_K, "q4_k", 0, 256, 144},
+    {GK_DTYPE_Q5_K, "q5_k", 0, 256, 176},
+    {GK_DTYPE_Q6_K, "q6_k", 0, 256, 210},
+};
+
+/* The entry of `dtype` in kDtypes, or NULL for a value that is no gk_dtype. */
+constexpr const DtypeInfo* dtype_info(int32_t dtype) {
+  for (const DtypeInfo& d : kDtypes) {
+    if (d.dtype == dtype) return &d;
+  }
+  return nullptr;
+}
+/* "f32", "bf16", ...; "unknown" for a value that is no gk_dtype. */
+constexpr const char* dtype_name(int32_t dtype) {
+  const DtypeInfo* d = dtype_info(dtype);
+  return d ? d->name : "unknown";
+}
+/* Bytes per element; 0 for a block-quantized or unknown dtype. */
+constexpr size_t dtype_size(int32_t dtype) {
+  const DtypeInfo* d = dtype_info(dtype);
+  return d ? d->size : 0;
 }
 
 /* The device a call runs on, from the host. Throws GK_INVALID_ARGUMENT when the host knows
