@@ -59,8 +59,9 @@ def main() -> int:
             rows = run_harness(src, build, os.path.join(args.out_dir, f"{side}-{r}"), args, side)
             for row in rows:
                 if "ratio" in row:
-                    ratios[side].setdefault(row["name"], []).append(row["ratio"])
-                    served[row["name"]] = row["served_by"]
+                    key = f"{row['name']} {row['dtype']}"  # names repeat across dtypes
+                    ratios[side].setdefault(key, []).append(row["ratio"])
+                    served[key] = row["served_by"]
             print(f"round {r + 1}/{args.rounds}: {side} done ({len(rows)} rows)", flush=True)
 
     names = list(dict.fromkeys(list(ratios["old"]) + list(ratios["new"])))

@@ -99,9 +99,9 @@ def main():
     # Every other CUDA plugin the wheel ships loads too, unless its SM range leaves out every
     # GPU here (matmul_sm90 on an Ampere card): a missing library or a bad build is a failure.
     print("smoke.py: CUDA plugins loaded: " + ", ".join(
-        sorted(n for n, p in plugins.items() if p["device"] == "cuda" and p["loaded"])))
+        sorted(n for n, p in plugins.items() if p["device_kind"] == "cuda" and p["loaded"])))
     for name, p in sorted(plugins.items()):
-        if p["device"] == "cuda" and not p["loaded"]:
+        if p["device_kind"] == "cuda" and not p["loaded"]:
             check("matches no device" in p["reason"], f"plugin {name} skipped only for its SM range"
                   + skipped(name))
     gpu = next(d for d in gpukit.devices() if d.is_cuda)
