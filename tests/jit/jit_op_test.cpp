@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "capi/capi_util.h"
+#include "capi/jit_handles.h"
+#include "capi/jit_op.h"
 #include "gpukit/gpukit.h"
-#include "jit/jit_module.h"
-#include "jit/jit_op.h"
 #include "runtime/runtime.h"
 #include "test_runtime.h"
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "gpukit/gpukit.h"
+#include "jit/compile.h"
 #include "jit/disk_cache.h"
-#include "jit/jit_module.h"
 #include "jit/nvrtc.h"
 #include "test_runtime.h"
 

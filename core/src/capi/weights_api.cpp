@@ -12,6 +12,11 @@ gk::weights::WeightSet& set_of(const gk_weights* weights, const char* function) 
   return *weights->set;
 }
 
+gk::weights::WeightTensors& tensors_of(gk_weights* weights, const char* function) {
+  gk::require_arg(weights, function, "weights");
+  return *weights->tensors;
+}
+
 }  // namespace
 
 extern "C" {
@@ -32,8 +37,10 @@ GK_API gk_status gk_weights_open(gk_runtime* runtime, const char* path,
       gk::fail(GK_INVALID_ARGUMENT, "gk_weights_open: options->owner belongs to another runtime");
     }
     auto weights = std::make_unique<gk_weights>();
-    weights->set = std::make_unique<gk::weights::WeightSet>(runtime->impl, path, o.owner,
-                                                            o.progress, o.progress_user_data);
+    weights->runtime = runtime->impl;
+    weights->set = std::make_unique<gk::weights::WeightSet>(path);
+    weights->tensors = std::make_unique<gk::weights::WeightTensors>(
+        runtime->impl, *weights->set, o.owner, o.progress, o.progress_user_data);
     *out = weights.release();
   });
 }
@@ -102,17 +109,17 @@ GK_API gk_status gk_weights_get(gk_weights* weights, const char* name, int32_t d
     gk::require_arg(out, "gk_weights_get", "out");
     const int64_t index = set.find(name);
     if (index < 0) set.fail_not_found(name);
-    *out = set.get(size_t(index), device, dtype, stream);
+    *out = weights->tensors->get(size_t(index), device, dtype, stream);
   });
 }
 
 GK_API gk_status gk_weights_load(gk_weights* weights, int32_t device, int32_t dtype,
                                  gk_stream* stream) {
-  return gk::c_guard([&] { set_of(weights, "gk_weights_load").load(device, dtype, stream); });
+  return gk::c_guard([&] { tensors_of(weights, "gk_weights_load").load(device, dtype, stream); });
 }
 
 GK_API gk_status gk_weights_release(gk_weights* weights, int32_t device) {
-  return gk::c_guard([&] { set_of(weights, "gk_weights_release").release(device); });
+  return gk::c_guard([&] { tensors_of(weights, "gk_weights_release").release(device); });
 }
 
 }  // extern "C"

@@ -35,7 +35,7 @@ struct DispatchDecision {
 };
 
 // Records added beside a registry's plugins while its runtime runs: JIT kernels registered
-// to serve ops (gk_jit_op_register, core/src/jit/jit_op.cpp). decide() considers them with
+// to serve ops (gk_jit_op_register, core/src/capi/jit_op.cpp). decide() considers them with
 // the plugins, by the same manifest fields. A record stays allocated after it is removed
 // (its owner keeps it), since a call may hold it from the dispatch cache; removing one
 // empties the runtime's dispatch cache. Any thread.

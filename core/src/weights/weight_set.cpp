@@ -38,21 +38,8 @@ bool is_gguf(const MappedFile& file) {
 
 }  // namespace
 
-WeightSet::WeightSet(std::shared_ptr<Runtime> runtime, std::string path, gk_memory_owner* owner,
-                     void (*progress)(void*, uint64_t, uint64_t), void* progress_user_data)
-    : runtime_(std::move(runtime)),
-      path_(std::move(path)),
-      options_owner_(owner),
-      progress_(progress),
-      progress_user_data_(progress_user_data) {
+WeightSet::WeightSet(std::string path) : path_(std::move(path)) {
   open_path();
-}
-
-WeightSet::~WeightSet() {
-  cache_.clear();  // the slots release their references
-  for (auto& [device, owner] : owners_) {
-    runtime_->memory().pool(runtime_->devices().at(device)).close_owner(owner);
-  }
 }
 
 void WeightSet::open_path() {

@@ -1,6 +1,6 @@
 // JIT kernels serving named ops (gpukit_jit.h, ABI 1.10): registration, the record's
 // supports() (the geometry's rules) and launch() (one thread per output element).
-#include "jit/jit_op.h"
+#include "capi/jit_op.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "capi/capi_util.h"
+#include "capi/jit_handles.h"
 #include "common/dtype.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/op_schema.h"
-#include "jit/jit_module.h"
 #include "runtime/runtime.h"
 
 namespace gk::jit {

@@ -1,4 +1,5 @@
-// The objects behind gk_jit_module and gk_jit_kernel, and the JIT's compile path.
+// The objects behind gk_jit_module and gk_jit_kernel: a compiled image (jit/compile.h) loaded
+// on a device of one runtime.
 #pragma once
 
 #include <atomic>
@@ -10,7 +11,6 @@
 #include "device/cuda_driver.h"
 #include "gpukit/gpukit.h"
 #include "jit/module_image.h"
-#include "jit/program_key.h"
 
 namespace gk {
 class Runtime;
@@ -71,10 +71,6 @@ class LaunchContext {
 
 // gk_jit_launch: queues `kernel` with `args` (jit_launch.cpp); throws gk::Error.
 void launch(gk_jit_kernel& kernel, const gk_jit_launch_args* args);
-
-// In-process state for tests: how many entries the process image table holds, and a way to
-// forget them so the next compile goes to the disk cache.
-void forget_process_images();
 
 }  // namespace gk::jit
 

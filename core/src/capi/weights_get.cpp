@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "capi/capi_util.h"
+#include "capi/weights_handle.h"
 #include "dispatch/op_schema.h"
 #include "memory/charge_scope.h"
 #include "weights/convert.h"
-#include "weights/weight_set.h"
 
 namespace gk::weights {
 
@@ -64,20 +64,36 @@ void check_conversion(const TensorEntry& e, int32_t dtype) {
 
 }  // namespace
 
-MemoryOwner* WeightSet::owner_for(const Device& device, const gk_stream& s) {
+WeightTensors::WeightTensors(std::shared_ptr<Runtime> runtime, const WeightSet& set,
+                             gk_memory_owner* owner, void (*progress)(void*, uint64_t, uint64_t),
+                             void* progress_user_data)
+    : runtime_(std::move(runtime)),
+      set_(set),
+      options_owner_(owner),
+      progress_(progress),
+      progress_user_data_(progress_user_data) {}
+
+WeightTensors::~WeightTensors() {
+  cache_.clear();  // the slots release their references
+  for (auto& [device, owner] : owners_) {
+    runtime_->memory().pool(runtime_->devices().at(device)).close_owner(owner);
+  }
+}
+
+MemoryOwner* WeightTensors::owner_for(const Device& device, const gk_stream& s) {
   if (options_owner_ && options_owner_->device == &device) return options_owner_->owner;
   if (s.task) return s.task->owner;
   std::lock_guard<std::mutex> lock(mutex_);
   MemoryOwner*& owner = owners_[device.id];
   if (!owner) {
-    const std::string base = std::filesystem::path(path_).filename().string();
+    const std::string base = std::filesystem::path(set_.path()).filename().string();
     owner = runtime_->memory().pool(device).create_owner("weights " + base, 0);
   }
   return owner;
 }
 
-gk_tensor* WeightSet::map_on_cpu(const TensorEntry& e, const Device& device) {
-  const std::shared_ptr<MappedFile>& file = files_[e.file];
+gk_tensor* WeightTensors::map_on_cpu(const TensorEntry& e, const Device& device) {
+  const std::shared_ptr<MappedFile>& file = set_.file(e.file);
   void* data = const_cast<uint8_t*>(file->data()) + e.offset;
   gk_tensor* t = new_tensor(*runtime_, runtime_, device, desc_for(e, e.dtype), data);
   t->release = &release_mapping;
@@ -85,9 +101,9 @@ gk_tensor* WeightSet::map_on_cpu(const TensorEntry& e, const Device& device) {
   return t;
 }
 
-gk_tensor* WeightSet::produce(const TensorEntry& e, const Device& device, int32_t dtype,
-                              gk_stream& s) {
-  const uint8_t* src = files_[e.file]->data() + e.offset;
+gk_tensor* WeightTensors::produce(const TensorEntry& e, const Device& device, int32_t dtype,
+                                  gk_stream& s) {
+  const uint8_t* src = set_.file(e.file)->data() + e.offset;
   const bool aligned = reinterpret_cast<uintptr_t>(src) % dtype_alignment(e.dtype) == 0;
   if (!device.is_cuda() && dtype == e.dtype && aligned) return map_on_cpu(e, device);
   const uint64_t elements = element_count(e);
@@ -132,9 +148,9 @@ gk_tensor* WeightSet::produce(const TensorEntry& e, const Device& device, int32_
   return t;
 }
 
-gk_tensor* WeightSet::get(size_t index, int32_t device_id, int32_t dtype, gk_stream* stream) {
-  const TensorEntry& e = tensors_[index];
-  return with_context("weights '" + path_ + "': tensor '" + e.name + "'", [&] {
+gk_tensor* WeightTensors::get(size_t index, int32_t device_id, int32_t dtype, gk_stream* stream) {
+  const TensorEntry& e = set_.tensors()[index];
+  return with_context("weights '" + set_.path() + "': tensor '" + e.name + "'", [&] {
     const Device& device = runtime_->devices().at(device_id);
     check_conversion(e, dtype);
     const int32_t target = dtype ? dtype : e.dtype;
@@ -153,18 +169,18 @@ gk_tensor* WeightSet::get(size_t index, int32_t device_id, int32_t dtype, gk_str
   });
 }
 
-void WeightSet::load(int32_t device_id, int32_t dtype, gk_stream* stream) {
+void WeightTensors::load(int32_t device_id, int32_t dtype, gk_stream* stream) {
   const Device& device = runtime_->devices().at(device_id);
   if (dtype && !dtype_is_known(dtype)) {
-    fail(GK_INVALID_ARGUMENT, "weights '" + path_ + "': dtype " + std::to_string(dtype) +
+    fail(GK_INVALID_ARGUMENT, "weights '" + set_.path() + "': dtype " + std::to_string(dtype) +
                                   " is not a gk_dtype (known: " + all_dtype_names() + ")");
   }
   stream_for(*runtime_, stream, device, "gk_weights_load");  // checked before any thread
-  std::vector<std::vector<size_t>> by_file(files_.size());
+  std::vector<std::vector<size_t>> by_file(set_.file_count());
   uint64_t total = 0;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    by_file[tensors_[i].file].push_back(i);
-    total += tensors_[i].bytes;
+  for (size_t i = 0; i < set_.tensors().size(); ++i) {
+    by_file[set_.tensors()[i].file].push_back(i);
+    total += set_.tensors()[i].bytes;
   }
   std::atomic<uint64_t> done{0};
   std::atomic<size_t> next_file{0};
@@ -172,13 +188,13 @@ void WeightSet::load(int32_t device_id, int32_t dtype, gk_stream* stream) {
   std::mutex mutex;
   std::condition_variable changed;
   std::exception_ptr error;
-  size_t running = std::min(kMaxLoadThreads, std::max<size_t>(files_.size(), 1));
+  size_t running = std::min(kMaxLoadThreads, std::max<size_t>(set_.file_count(), 1));
   auto work = [&] {
     try {
       for (size_t f; !failed && (f = next_file++) < by_file.size();) {
         for (size_t i : by_file[f]) {
           if (failed) break;
-          const TensorEntry& e = tensors_[i];
+          const TensorEntry& e = set_.tensors()[i];
           // Tensors that do not convert to `dtype` (integers, bool) come as stored.
           const int32_t as = e.dtype && dtype && can_convert(e.dtype, dtype) ? dtype : 0;
           release_tensor(get(i, device_id, as, stream));
@@ -230,7 +246,7 @@ void WeightSet::load(int32_t device_id, int32_t dtype, gk_stream* stream) {
   if (error) std::rethrow_exception(error);
 }
 
-void WeightSet::release(int32_t device_id) {
+void WeightTensors::release(int32_t device_id) {
   if (device_id != -1) runtime_->devices().at(device_id);  // OUT_OF_RANGE for an unknown id
   std::vector<std::shared_ptr<Slot>> dropped;
   {

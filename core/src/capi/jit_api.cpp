@@ -1,19 +1,16 @@
-// The JIT's C entry points (gpukit_jit.h): compile through the caches, get kernels, launch
-// them (the launch itself is in jit_launch.cpp).
-#include <chrono>
+// The JIT's C entry points (gpukit_jit.h): compile through the caches (jit/compile.h) and
+// load on the runtime's device, get kernels, launch them (the launch itself is in
+// jit_launch.cpp).
+#include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <map>
-#include <optional>
 #include <mutex>
 #include <unordered_map>
 
 #include "capi/capi_util.h"
+#include "capi/jit_handles.h"
 #include "capi/op_call.h"
-#include "common/environment.h"
+#include "jit/compile.h"
 #include "jit/disk_cache.h"
-#include "jit/jit_module.h"
-#include "jit/nvrtc.h"
 
 namespace gk::jit {
 namespace {
@@ -43,168 +40,19 @@ const ModuleDriverApi* module_driver_api(const cuda::Driver& driver) {
   return &api;
 }
 
-// Compiled images of this process by key: a second runtime, or a module compiled again
-// after its release, loads without reading the disk.
-struct ProcessTables {
+// The modules loaded in this process, by "<runtime address>/<device>/<key>", while some
+// handle holds them.
+struct LoadedModules {
   std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<const ModuleImage>> images;
-  // "<runtime address>/<device>/<key>" -> the module loaded there, while some handle holds it.
   std::unordered_map<std::string, std::weak_ptr<LoadedModule>> modules;
 };
 
-ProcessTables& tables() {
-  static ProcessTables* t = new ProcessTables();  // never destroyed: used until exit
+LoadedModules& loaded_modules() {
+  static LoadedModules* t = new LoadedModules();  // never destroyed: used until exit
   return *t;
 }
 
-std::vector<std::string> string_list(const char* const* list, int32_t count, const char* what) {
-  if (count < 0) fail(GK_INVALID_ARGUMENT, std::string("gk_jit_compile: num_") + what + " is negative");
-  if (count > 0 && !list) fail(GK_INVALID_ARGUMENT, std::string("gk_jit_compile: ") + what + " is NULL");
-  std::vector<std::string> out;
-  for (int32_t i = 0; i < count; ++i) {
-    if (!list[i]) {
-      fail(GK_INVALID_ARGUMENT, std::string("gk_jit_compile: ") + what + "[" + std::to_string(i) +
-                                    "] is NULL");
-    }
-    out.emplace_back(list[i]);
-  }
-  return out;
-}
-
-std::string sm_list(const std::vector<int>& sms) {
-  std::string out;
-  for (int sm : sms) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(sm);
-  return out;
-}
-
-// The CUDA toolkit's include folder: $CUDA_PATH/include, $CUDA_HOME/include or
-// /usr/local/cuda/include, the first that holds cuda_fp16.h.
-std::optional<std::string> find_toolkit_include_dir() {
-  std::vector<std::string> roots;
-  if (auto p = env_value("CUDA_PATH")) roots.push_back(*p);
-  if (auto p = env_value("CUDA_HOME")) roots.push_back(*p);
-  roots.push_back("/usr/local/cuda");
-  for (const std::string& root : roots) {
-    std::error_code ec;
-    const std::filesystem::path include = std::filesystem::path(root) / "include";
-    if (std::filesystem::is_regular_file(include / "cuda_fp16.h", ec)) {
-      return std::filesystem::weakly_canonical(include, ec).string();
-    }
-  }
-  return std::nullopt;
-}
-
-// The same, looked for once per process and set of variables: the file system walk costs
-// as much as the rest of a warm cache hit.
-std::optional<std::string> toolkit_include_dir() {
-  static std::mutex mutex;
-  static std::map<std::pair<std::optional<std::string>, std::optional<std::string>>,
-                  std::optional<std::string>>
-      found;
-  auto variables = std::make_pair(env_value("CUDA_PATH"), env_value("CUDA_HOME"));
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = found.find(variables);
-  if (it == found.end()) it = found.emplace(variables, find_toolkit_include_dir()).first;
-  return it->second;
-}
-
-// A miss when the key was made with a remembered NVRTC version (remembered_nvrtc) that the
-// NVRTC opened to compile does not have: compile_module starts again with NVRTC open.
-struct RememberedVersionWrong {};
-
-// NVRTC, opened for a compile that missed the caches. `remembered_version` (0: none) is the
-// version the key was made with.
-const Nvrtc& nvrtc_for_compile(const Nvrtc* opened, int remembered_version) {
-  if (opened) return *opened;
-  std::string why;
-  const Nvrtc* nvrtc = Nvrtc::get(&why);
-  if (!nvrtc) fail(GK_UNAVAILABLE, why);
-  if (nvrtc->version() != remembered_version) throw RememberedVersionWrong{};
-  return *nvrtc;
-}
-
-// `nvrtc` may be null when its facts were remembered: it is then opened only to compile.
-std::shared_ptr<const ModuleImage> build_image(const Logger& logger, const Nvrtc* opened_nvrtc,
-                                               int nvrtc_version, const ProgramSpec& spec,
-                                               const std::string& key, bool use_disk, bool force,
-                                               int32_t& origin, std::string& cache_path) {
-  ProcessTables& t = tables();
-  if (!force) {
-    std::lock_guard<std::mutex> lock(t.mutex);
-    auto it = t.images.find(key);
-    if (it != t.images.end()) {
-      origin = GK_JIT_ORIGIN_MEMORY;
-      if (use_disk) cache_path = DiskCache(cache_settings()).entry_path(key);
-      return it->second;
-    }
-  }
-  auto remember = [&](ModuleImage&& image) {
-    auto shared = std::make_shared<const ModuleImage>(std::move(image));
-    std::lock_guard<std::mutex> lock(t.mutex);
-    t.images[key] = shared;
-    return shared;
-  };
-  auto compile = [&] {
-    const Nvrtc& nvrtc = nvrtc_for_compile(opened_nvrtc, nvrtc_version);
-    const auto start = std::chrono::steady_clock::now();
-    CompileOutput out = nvrtc.compile(spec.source, spec.program_name, nvrtc_options(spec),
-                                      spec.name_expressions);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
-    logger.info("jit: compiled " + spec.program_name + " for sm_" +
-                std::to_string(spec.sm_version) + " in " + std::to_string(int64_t(ms)) +
-                " ms (key " + key.substr(0, 12) + ")");
-    ModuleImage image;
-    image.key = key;
-    image.sm_version = spec.sm_version;
-    image.nvrtc_version = nvrtc.version();
-    image.cubin = std::move(out.cubin);
-    image.ptx = std::move(out.ptx);
-    image.log = std::move(out.log);
-    for (size_t i = 0; i < spec.name_expressions.size(); ++i) {
-      image.lowered_names.emplace_back(spec.name_expressions[i], out.lowered_names[i]);
-    }
-    origin = GK_JIT_ORIGIN_COMPILED;
-    return image;
-  };
-  if (!use_disk) return remember(compile());
-
-  DiskCache disk(cache_settings());
-  cache_path = disk.entry_path(key);
-  auto try_read = [&]() -> std::optional<ModuleImage> {
-    if (force) return std::nullopt;
-    std::string why;
-    auto image = disk.read(key, &why);
-    if (!image && !why.empty()) logger.warning("jit: cache entry ignored and rebuilt: " + why);
-    if (image) origin = GK_JIT_ORIGIN_DISK_CACHE;
-    return image;
-  };
-  if (auto image = try_read()) return remember(std::move(*image));
-  // One process compiles; the others wait here and then read its entry.
-  DiskCache::KeyLock lock(disk, key);
-  if (auto image = try_read()) return remember(std::move(*image));
-  ModuleImage image = compile();
-  try {
-    disk.write(image);
-  } catch (const Error& e) {
-    logger.warning("jit: " + e.message() + "; the module is used without being cached");
-    cache_path.clear();
-  }
-  return remember(std::move(image));
-}
-
-// Writes nvrtc.facts in `dir` the first time this process compiles into it.
-void remember_once(const std::string& dir, const Nvrtc& nvrtc) {
-  static std::mutex mutex;
-  static std::vector<std::string> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (std::find(done.begin(), done.end(), dir) != done.end()) return;
-  done.push_back(dir);
-  remember_nvrtc(dir, nvrtc);
-}
-
-// `trust_remembered`: use NVRTC facts remembered in the cache folder (see build_image).
+// `trust_remembered`: use NVRTC facts remembered in the cache folder (see prepare_compile).
 gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source,
                               const gk_jit_options* given, bool trust_remembered) {
   require_arg(source, "gk_jit_compile", "source");
@@ -223,48 +71,15 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
     fail(GK_INVALID_ARGUMENT, "gk_jit_compile: sm_version " + std::to_string(o.sm_version) +
                                   " is not an SM (write 90 for sm_90)");
   }
-  const bool force = o.flags & GK_JIT_FORCE_COMPILE;
-  const bool use_disk = !(o.flags & GK_JIT_NO_DISK_CACHE);
-  // A hit needs NVRTC's version and SMs, not NVRTC: opening it (a dlopen of ~100 MB) is left
-  // to a compile when an earlier process remembered them in the cache folder.
-  const std::string cache_dir = use_disk ? cache_settings().dir : std::string();
-  const Nvrtc* nvrtc = nullptr;
-  std::optional<NvrtcFacts> facts;
-  if (trust_remembered && !force) facts = remembered_nvrtc(cache_dir);
-  if (!facts) {
-    std::string why;
-    nvrtc = Nvrtc::get(&why);
-    if (!nvrtc) fail(GK_UNAVAILABLE, "gk_jit_compile: " + why);
-    facts = NvrtcFacts{nvrtc->version(), nvrtc->supported_sms()};
-  }
-
-  ProgramSpec spec;
-  spec.source = source;
-  spec.program_name = o.program_name && *o.program_name ? o.program_name : "gpukit_jit.cu";
-  spec.sm_version = o.sm_version ? o.sm_version : device.sm_version;
-  spec.name_expressions = string_list(o.name_expressions, o.num_name_expressions,
-                                      "name_expressions");
-  with_context("gk_jit_compile", [&] {
-    normalise_options(string_list(o.options, o.num_options, "options"),
-                      string_list(o.include_paths, o.num_include_paths, "include_paths"), spec);
-  });
-  // NVRTC ships no CUDA headers of its own in CUDA 13 (cuda_fp16.h, cuda_bf16.h, ...): the
-  // toolkit's include folder goes last, as CuPy adds it.
-  if (auto toolkit = toolkit_include_dir()) spec.include_paths.push_back(*toolkit);
-  const auto& sms = facts->supported_sms;
-  if (!sms.empty() && std::find(sms.begin(), sms.end(), spec.sm_version) == sms.end()) {
-    fail(GK_INVALID_ARGUMENT, "gk_jit_compile: NVRTC " + std::to_string(facts->version / 1000) +
-                                  "." + std::to_string(facts->version % 1000 / 10) +
-                                  " cannot compile for sm_" + std::to_string(spec.sm_version) +
-                                  "; it supports " + sm_list(sms));
-  }
-  const std::string key = program_key(spec, facts->version, gk_abi_version());
+  const CompileRequest request = prepare_compile(
+      source, o, o.sm_version ? o.sm_version : device.sm_version, trust_remembered);
+  const ProgramSpec& spec = request.spec;
   const bool load = device.is_cuda() && spec.sm_version == device.sm_version;
 
-  ProcessTables& t = tables();
+  LoadedModules& t = loaded_modules();
   const std::string module_key = std::to_string(reinterpret_cast<uintptr_t>(&rt)) + "/" +
-                                 std::to_string(device.id) + "/" + key;
-  if (!force) {
+                                 std::to_string(device.id) + "/" + request.key;
+  if (!request.force) {
     std::lock_guard<std::mutex> lock(t.mutex);
     auto it = t.modules.find(module_key);
     if (it != t.modules.end()) {
@@ -280,12 +95,7 @@ gk_jit_module* compile_module(Runtime& rt, int32_t device_id, const char* source
   auto loaded = std::make_shared<LoadedModule>();
   loaded->runtime = rt.shared_from_this();
   loaded->device = &device;
-  loaded->image = with_context("gk_jit_compile", [&] {
-    return build_image(rt.logger(), nvrtc, facts->version, spec, key, use_disk, force, origin,
-                       loaded->cache_path);
-  });
-  // Opened here, NVRTC's facts are remembered for the next process (once per folder).
-  if (nvrtc && use_disk && !loaded->cache_path.empty()) remember_once(cache_dir, *nvrtc);
+  loaded->image = build_image(rt.logger(), request, origin, loaded->cache_path);
   if (load) {
     const cuda::Driver& driver = *rt.devices().driver();
     loaded->api = module_driver_api(driver);
@@ -378,11 +188,6 @@ LoadedModule::~LoadedModule() {
   } catch (const Error&) {
     // The context is gone (process exit): the driver freed the module with it.
   }
-}
-
-void forget_process_images() {
-  std::lock_guard<std::mutex> lock(tables().mutex);
-  tables().images.clear();
 }
 
 }  // namespace gk::jit

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "capi/capi_util.h"
+#include "capi/jit_handles.h"
 #include "capi/op_call.h"
-#include "jit/jit_module.h"
 
 namespace gk::jit {
 namespace {
