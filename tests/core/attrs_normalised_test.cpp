@@ -107,15 +107,7 @@ class AttrsNormalised : public ::testing::Test {
       observed().supports.clear();
       observed().launch.clear();
     }
-    gk_op_args a{};
-    a.struct_size = sizeof(a);
-    a.inputs = inputs.data();
-    a.num_inputs = int32_t(inputs.size());
-    a.outputs = outputs.data();
-    a.num_outputs = int32_t(outputs.size());
-    a.attrs = attrs.data();
-    a.num_attrs = int32_t(attrs.size());
-    EXPECT_EQ(gk_op_call(rt_.get(), op, &a), GK_OK) << gk_last_error();
+    EXPECT_EQ(op_call(rt_.get(), op, inputs, outputs, attrs), GK_OK) << gk_last_error();
     return observed().launch;
   }
 

@@ -12,18 +12,6 @@ namespace {
 
 std::string last_error() { return gk_last_error(); }
 
-gk_status call(gk_runtime* rt, const char* op, std::vector<gk_tensor*> inputs,
-               std::vector<gk_tensor*> outputs, std::vector<gk_attr> attrs = {}) {
-  gk_op_args a{};
-  a.struct_size = sizeof(a);
-  a.inputs = inputs.data();
-  a.num_inputs = int32_t(inputs.size());
-  a.outputs = outputs.data();
-  a.num_outputs = int32_t(outputs.size());
-  a.attrs = attrs.data();
-  a.num_attrs = int32_t(attrs.size());
-  return gk_op_call(rt, op, &a);
-}
 
 nlohmann::json explain(gk_runtime* rt, const char* op, std::vector<gk_tensor_desc> inputs) {
   char* text = nullptr;
@@ -41,7 +29,7 @@ TEST(Dispatch, add_with_broadcasting_runs_on_the_cpu_plugin) {
   TensorPtr a = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
   TensorPtr b = tensor_from(rt.get(), {10, 20, 30}, {3});
   TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
-  ASSERT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_OK) << last_error();
+  ASSERT_EQ(op_call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_OK) << last_error();
   EXPECT_EQ(read_f32(c.get(), 6), (std::vector<float>{11, 22, 33, 14, 25, 36}));
 }
 
@@ -50,7 +38,7 @@ TEST(Dispatch, bad_shape_names_the_op_the_argument_and_both_shapes) {
   TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
   TensorPtr b = make_tensor(rt.get(), GK_DTYPE_F32, {4});
   TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
-  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "add", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
   std::string e = last_error();
   EXPECT_NE(e.find("add: input 'b'"), std::string::npos) << e;
   EXPECT_NE(e.find("[4]"), std::string::npos) << e;
@@ -62,7 +50,7 @@ TEST(Dispatch, wrong_output_shape_is_refused_with_the_expected_shape) {
   TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
   TensorPtr b = make_tensor(rt.get(), GK_DTYPE_F32, {3, 5});
   TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2, 4});
-  EXPECT_EQ(call(rt.get(), "matmul", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "matmul", {a.get(), b.get()}, {c.get()}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("output 'out' has shape [2, 4]; expected [2, 5]"), std::string::npos)
       << last_error();
 }
@@ -70,7 +58,7 @@ TEST(Dispatch, wrong_output_shape_is_refused_with_the_expected_shape) {
 TEST(Dispatch, unknown_op_is_not_found_with_a_suggestion) {
   RuntimePtr rt = make_runtime(test_options());
   TensorPtr a = make_tensor(rt.get(), GK_DTYPE_F32, {2});
-  EXPECT_EQ(call(rt.get(), "matmull", {a.get()}, {a.get()}), GK_NOT_FOUND);
+  EXPECT_EQ(op_call(rt.get(), "matmull", {a.get()}, {a.get()}), GK_NOT_FOUND);
   EXPECT_NE(last_error().find("unknown op 'matmull'"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("did you mean 'matmul'"), std::string::npos) << last_error();
 }
@@ -83,7 +71,7 @@ TEST(Dispatch, unknown_attribute_is_refused) {
   attr.name = "dim";
   attr.type = GK_ATTR_INT;
   attr.value.i = 1;
-  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {attr}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {attr}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown attribute 'dim'"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("'axis'"), std::string::npos) << last_error();
 }
@@ -96,7 +84,7 @@ TEST(Dispatch, read_only_output_is_refused) {
   d.flags = GK_TENSOR_READ_ONLY;
   gk_tensor* out = nullptr;
   ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
-  EXPECT_EQ(call(rt.get(), "neg", {a.get()}, {out}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "neg", {a.get()}, {out}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("read-only"), std::string::npos) << last_error();
   gk_tensor_release(out);
 }
@@ -157,7 +145,7 @@ TEST(Dispatch, disabled_plugin_leaves_the_op_unserved_with_every_reason) {
   RuntimePtr rt = make_runtime(o);
   TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
   TensorPtr out = make_tensor(rt.get(), GK_DTYPE_F32, {2});
-  EXPECT_EQ(call(rt.get(), "neg", {a.get()}, {out.get()}), GK_UNIMPLEMENTED);
+  EXPECT_EQ(op_call(rt.get(), "neg", {a.get()}, {out.get()}), GK_UNIMPLEMENTED);
   std::string e = last_error();
   EXPECT_NE(e.find("no plugin accepts"), std::string::npos) << e;
   EXPECT_NE(e.find("[cpu] not loaded: disabled"), std::string::npos) << e;
@@ -170,7 +158,7 @@ TEST(Dispatch, manifest_dtype_filter_explains_refusal) {
   // The op rules refuse bool for add before any plugin is asked.
   TensorPtr a = make_tensor(rt.get(), GK_DTYPE_BOOL, {2});
   TensorPtr c = make_tensor(rt.get(), GK_DTYPE_BOOL, {2});
-  EXPECT_EQ(call(rt.get(), "add", {a.get(), a.get()}, {c.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "add", {a.get(), a.get()}, {c.get()}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("has dtype bool; expected one of"), std::string::npos) << last_error();
 }
 
@@ -184,7 +172,7 @@ TEST(Dispatch, concurrent_calls_from_several_threads_are_correct) {
         float v = float(t * 1000 + i);
         TensorPtr a = tensor_from(rt.get(), {v, v}, {2});
         TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2});
-        if (call(rt.get(), "add", {a.get(), a.get()}, {c.get()}) != GK_OK) ++failures;
+        if (op_call(rt.get(), "add", {a.get(), a.get()}, {c.get()}) != GK_OK) ++failures;
         if (read_f32(c.get(), 2) != std::vector<float>{2 * v, 2 * v}) ++failures;
       }
     });
@@ -311,12 +299,12 @@ TEST(DispatchCache, repeated_call_with_a_changed_attribute_value_uses_the_new_va
   TensorPtr w = tensor_from(rt.get(), {1, 1}, {2});
   TensorPtr y = make_tensor(rt.get(), GK_DTYPE_F32, {1, 2});
   for (int round = 0; round < 2; ++round) {  // the second round is served by the cache
-    ASSERT_EQ(call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 0.0)}),
+    ASSERT_EQ(op_call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 0.0)}),
               GK_OK)
         << last_error();
     EXPECT_EQ(read_f32(y.get(), 2), (std::vector<float>{1, 1}));
     // x / sqrt(mean(x^2) + eps) = 1 / sqrt(1 + 3)
-    ASSERT_EQ(call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 3.0)}),
+    ASSERT_EQ(op_call(rt.get(), "rmsnorm", {x.get(), w.get()}, {y.get()}, {float_attr("eps", 3.0)}),
               GK_OK)
         << last_error();
     EXPECT_EQ(read_f32(y.get(), 2), (std::vector<float>{0.5f, 0.5f}));
@@ -328,22 +316,22 @@ TEST(DispatchCache, repeated_call_with_a_refused_attribute_is_still_refused) {
   TensorPtr x = tensor_from(rt.get(), {1, 2, 3, 4, 5, 6}, {2, 3});
   TensorPtr y = make_tensor(rt.get(), GK_DTYPE_F32, {2, 3});
   for (int round = 0; round < 2; ++round) {
-    ASSERT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
+    ASSERT_EQ(op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
         << last_error();
   }
   // The same value as a float: the op wants an int.
-  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {float_attr("axis", -1.0)}),
+  EXPECT_EQ(op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {float_attr("axis", -1.0)}),
             GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("softmax: attribute 'axis' has type float; expected int"),
             std::string::npos)
       << last_error();
-  EXPECT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", 2)}),
+  EXPECT_EQ(op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", 2)}),
             GK_INVALID_ARGUMENT);
   EXPECT_EQ(
-      call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1), int_attr("dim", 1)}),
+      op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1), int_attr("dim", 1)}),
       GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("unknown attribute 'dim'"), std::string::npos) << last_error();
-  ASSERT_EQ(call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
+  ASSERT_EQ(op_call(rt.get(), "softmax", {x.get()}, {y.get()}, {int_attr("axis", -1)}), GK_OK)
       << last_error();
 }
 
@@ -357,26 +345,26 @@ TEST(DispatchCache, repeated_call_with_a_changed_shape_or_flag_is_checked_again)
   ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
   TensorPtr writable(out);
   for (int round = 0; round < 2; ++round) {
-    ASSERT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {writable.get()}), GK_OK) << last_error();
+    ASSERT_EQ(op_call(rt.get(), "add", {a.get(), b.get()}, {writable.get()}), GK_OK) << last_error();
   }
   EXPECT_EQ(read_f32(writable.get(), 6), (std::vector<float>{11, 22, 33, 14, 25, 36}));
   // The same memory, read-only.
   d.flags = GK_TENSOR_READ_ONLY;
   ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
   TensorPtr read_only(out);
-  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {read_only.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "add", {a.get(), b.get()}, {read_only.get()}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("read-only"), std::string::npos) << last_error();
   // The same memory as [3, 2]: the output's shape no longer matches.
   d = desc(GK_DTYPE_F32, {3, 2});
   ASSERT_EQ(gk_tensor_from_external(rt.get(), 0, data, &d, nullptr, nullptr, &out), GK_OK);
   TensorPtr reshaped(out);
-  EXPECT_EQ(call(rt.get(), "add", {a.get(), b.get()}, {reshaped.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "add", {a.get(), b.get()}, {reshaped.get()}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("add: output 'out' has shape [3, 2]; expected [2, 3]"),
             std::string::npos)
       << last_error();
   // A broadcast input that no longer broadcasts.
   TensorPtr c = tensor_from(rt.get(), {1, 2}, {2});
-  EXPECT_EQ(call(rt.get(), "add", {a.get(), c.get()}, {writable.get()}), GK_INVALID_ARGUMENT);
+  EXPECT_EQ(op_call(rt.get(), "add", {a.get(), c.get()}, {writable.get()}), GK_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("add: input 'b'"), std::string::npos) << last_error();
 }
 
@@ -385,7 +373,7 @@ TEST(DispatchCache, repeated_call_on_a_new_runtime_decides_again) {
     RuntimePtr rt = make_runtime(test_options());
     TensorPtr a = tensor_from(rt.get(), {1, 2}, {2});
     TensorPtr c = make_tensor(rt.get(), GK_DTYPE_F32, {2});
-    ASSERT_EQ(call(rt.get(), "neg", {a.get()}, {c.get()}), GK_OK) << last_error();
+    ASSERT_EQ(op_call(rt.get(), "neg", {a.get()}, {c.get()}), GK_OK) << last_error();
     EXPECT_EQ(read_f32(c.get(), 2), (std::vector<float>{-1, -2}));
   }
 }

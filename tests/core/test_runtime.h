@@ -89,6 +89,20 @@ inline std::vector<float> read_f32(const gk_tensor* t, size_t count) {
   return out;
 }
 
+// gk_op_call with the given tensors and attributes.
+inline gk_status op_call(gk_runtime* rt, const char* op, std::vector<gk_tensor*> inputs,
+                         std::vector<gk_tensor*> outputs, std::vector<gk_attr> attrs = {}) {
+  gk_op_args a{};
+  a.struct_size = sizeof(a);
+  a.inputs = inputs.data();
+  a.num_inputs = int32_t(inputs.size());
+  a.outputs = outputs.data();
+  a.num_outputs = int32_t(outputs.size());
+  a.attrs = attrs.data();
+  a.num_attrs = int32_t(attrs.size());
+  return gk_op_call(rt, op, &a);
+}
+
 // Attributes of a call; a list's values stay the caller's.
 inline gk_attr int_attr(const char* name, int64_t v) {
   gk_attr a{};
