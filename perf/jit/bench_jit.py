@@ -9,11 +9,12 @@ alternating rounds):
      with the same tiny kernel and the same CuPy arrays (GPUkit takes them zero copy), and the
      device time of the same calls measured with CUDA events (both libraries' launches on
      the legacy default stream);
-  2. first use with a warm disk cache: a fresh child process (per library and per run) that
-     imports the library, compiles the kernel (served from the disk cache filled beforehand)
-     and launches it once, timed inside the child from before the RawKernel is created to
-     after the first launch has finished (an event or a device synchronize; GPUkit's time
-     also split into compile, launch and wait);
+  2. first use with a warm disk cache: a fresh child process (per library and per run, the
+     libraries alternating) that imports the library, launches another kernel (the process's
+     first module load, see WARM_UP), compiles the kernel (served from the disk cache filled
+     beforehand) and launches it once, timed inside the child from before the RawKernel is
+     created to after the first launch has finished (an event or a device synchronize;
+     GPUkit's time also split into compile, launch and wait);
   3. the fused kernel of docs/jit.md (y = relu(a * x + b) in one kernel) against the two
      library calls it replaces in CuPy (cupy.multiply/add + cupy.maximum), timed with events.
 
@@ -47,23 +48,33 @@ extern "C" __global__ void fused_affine_relu(const float* x, float* y, float a, 
 }
 '''
 
+# Another kernel, which each child compiles and launches before the timed one: a process's
+# first module load pays the driver's one-time setup (about 0.25 ms for GPUkit here; CuPy's
+# first kernel also pays its own setup, tens of milliseconds), which a process that uses a
+# library has paid once. Both children are then in the same state.
+WARM_UP = r'''
+extern "C" __global__ void bench_warm_up(float* y) { y[threadIdx.x] += 1.f; }
+'''
+
 # The child of measurement 2: prints the seconds from creating the kernel object to the end
-# of its first launch (the import, the runtime and the arrays are not counted: both libraries
-# make them once per process), then GPUkit's parts: the compile (cache lookup and module
-# load), the first launch (with the kernel lookup) and the wait for it. Both children wait
-# for the kernel alone (an event, a device synchronize): a copy back would add the first
-# device-to-host copy's setup (GPUkit pins its staging chunks on first use), no JIT cost.
+# of its first launch (the import, the runtime, the arrays and the warm-up kernel are not
+# counted: both libraries make them once per process), then GPUkit's parts: the compile
+# (cache lookup and module load), the first launch (with the kernel lookup) and the wait
+# for it. Both children wait for the kernel alone (an event, a device synchronize): a copy
+# back would add the first device-to-host copy's setup (GPUkit pins its staging chunks on
+# first use), no JIT cost.
 CHILD = r'''
 import json, sys, time
-lib = sys.argv[1]
+lib, source_file, warm_up_file = sys.argv[1], sys.argv[2], sys.argv[3]
 if lib == "gpukit":
     import gpukit, numpy as np
     dev = [d for d in gpukit.devices() if d.is_cuda][0]
     x = gpukit.asarray(np.ones(1024, np.float32), device=dev)
     y = gpukit.asarray(np.ones(1024, np.float32), device=dev)
+    gpukit.RawKernel(open(warm_up_file).read(), "bench_warm_up")((1,), (32,), (y,))
     done = gpukit.Event(dev)
     done.record().synchronize()
-    src = open(sys.argv[2]).read()
+    src = open(source_file).read()
     t0 = time.perf_counter()
     k = gpukit.RawKernel(src, "bench_axpy")
     k.compile(dev)
@@ -76,8 +87,9 @@ if lib == "gpukit":
 else:
     import cupy as cp, numpy as np
     x = cp.ones(1024, cp.float32); y = cp.ones(1024, cp.float32)
+    cp.RawKernel(open(warm_up_file).read(), "bench_warm_up")((1,), (32,), (y,))
     cp.cuda.runtime.deviceSynchronize()
-    src = open(sys.argv[2]).read()
+    src = open(source_file).read()
     t0 = time.perf_counter()
     k = cp.RawKernel(src, "bench_axpy")
     k((4,), (256,), (x, y, np.float32(2), np.int32(1024)))
@@ -124,21 +136,25 @@ def event_us(cp, launch, iters):
     return median_us(samples)
 
 
-def first_use_s(lib, source_file, runs):
-    """The median child's times (seconds, by part) over `runs` fresh processes."""
-    samples = []
+def first_use_s(libs, source_file, warm_up_file, runs):
+    """Per library of `libs`, the median child's times (seconds, by part) over `runs` fresh
+    processes; the libraries' children alternate, so that drift of the host reaches all."""
+    samples = {lib: [] for lib in libs}
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", CHILD, lib, source_file], check=True,
-                             capture_output=True, text=True, env=os.environ.copy())
-        samples.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    samples.sort(key=lambda t: t["total"])
-    return samples[len(samples) // 2]
+        for lib in libs:
+            out = subprocess.run([sys.executable, "-c", CHILD, lib, source_file, warm_up_file],
+                                 check=True, capture_output=True, text=True,
+                                 env=os.environ.copy())
+            samples[lib].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for s in samples.values():
+        s.sort(key=lambda t: t["total"])
+    return {lib: s[len(s) // 2] for lib, s in samples.items()}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--first-use-runs", type=int, default=5)
+    p.add_argument("--first-use-runs", type=int, default=11)
     p.add_argument("--json", help="write the numbers here")
     args = p.parse_args()
 
@@ -187,10 +203,12 @@ def main():
             f.write(KERNEL + "// first-use\n")
         os.environ["GPUKIT_CACHE_DIR"] = os.path.join(tmp, "gpukit-cache")
         os.environ["CUPY_CACHE_DIR"] = os.path.join(tmp, "cupy-cache")
-        first_use_s("gpukit", source_file, 1)  # fill the caches
-        first_use_s("cupy", source_file, 1)
-        gk_first = first_use_s("gpukit", source_file, args.first_use_runs)
-        cp_first = first_use_s("cupy", source_file, args.first_use_runs)
+        warm_up_file = os.path.join(tmp, "bench_warm_up.cu")
+        with open(warm_up_file, "w") as f:
+            f.write(WARM_UP)
+        first_use_s(("gpukit", "cupy"), source_file, warm_up_file, 1)  # fill the caches
+        first = first_use_s(("gpukit", "cupy"), source_file, warm_up_file, args.first_use_runs)
+        gk_first, cp_first = first["gpukit"], first["cupy"]
         results["first_use_warm_disk_ms"] = {"gpukit": gk_first["total"] * 1e3,
                                              "cupy": cp_first["total"] * 1e3}
         results["first_use_gpukit_parts_ms"] = {part: gk_first[part] * 1e3

@@ -453,6 +453,18 @@ extern "C" __global__ void halve(__half* x) { x[threadIdx.x] = __hmul(x[threadId
   EXPECT_NE(std::string(info_of(m.get()).ptx).find("halve"), std::string::npos);
 }
 
+TEST_F(Jit, a_toolkit_header_named_by_a_macro_is_found) {
+  // A source without #include lines keeps the toolkit's folder out of its key, yet NVRTC
+  // still searches it: `#include MACRO` is not scanned but must compile.
+  ModulePtr m = compile(R"(#define FP16_HEADER <cuda_fp16.h>
+#include FP16_HEADER
+extern "C" __global__ void halve(__half* x) { x[threadIdx.x] = __hmul(x[threadIdx.x], __float2half(0.5f)); }
+)",
+                        80);
+  ASSERT_TRUE(m) << gk_last_error();
+  EXPECT_NE(std::string(info_of(m.get()).ptx).find("halve"), std::string::npos);
+}
+
 TEST(JitWithoutNvrtc, compiling_says_nvrtc_is_missing) {
   // Another process: NVRTC is opened once per process.
   const std::string self = fs::read_symlink("/proc/self/exe").string();

@@ -2,6 +2,8 @@
 caches run anywhere NVRTC is installed (compiling for an explicit SM needs no GPU); launches
 skip without a CUDA device, and the peer checks without PyTorch or CuPy."""
 import os
+import sys
+import threading
 import uuid
 
 import numpy as np
@@ -272,12 +274,12 @@ def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch)
     dev = gpukit.runtime().device("cpu")
     x = gpukit.zeros(4, device=dev)
     f = _jit_module.Function(_Module(dev), "k", jit.ffi.NULL)
-    array = f._args
+    array = f._state().args
     tensor = int(jit.ffi.cast("uintptr_t", x._t))
     f((4,), (256,), (x, np.float32(1.5), np.int32(7)))
     f(2, (32, 2), (x, np.int64(-1), 9, 2.0), shared_mem=64)
     f(2, (32, 2), (x, np.int64(-1), 9, 2.0))
-    assert f._args is array, "the argument array is reused"
+    assert f._state().args is array, "the argument array is reused"
     (g0, b0, s0, a0, _), (g1, b1, s1, a1, _), (g2, b2, s2, _, st2) = recording.launches
     assert (g0, b0, s0) == ((4, 1, 1), (256, 1, 1), 0)
     assert a0[0] == (_jit_args._ARG_TENSOR, tensor) and a0[2] == (_jit_args._ARG_I32, 7)
@@ -289,12 +291,113 @@ def test_a_launch_packs_its_arguments_into_the_kernels_reused_array(monkeypatch)
     assert st2 == jit.ffi.NULL
     # More arguments than the array holds: a bigger one, the same values.
     f(1, 1, tuple(np.int32(i) for i in range(12)))
-    assert len(f._args) >= 12 and [v & 0xFFFFFFFF for _, v in recording.launches[-1][3]] == \
+    assert len(f._state().args) >= 12 and [v & 0xFFFFFFFF for _, v in recording.launches[-1][3]] == \
         list(range(12))
     with pytest.raises(ValueError, match="grid must be 1 to 3 extents"):
         f((0,), 1, ())
     with pytest.raises(TypeError, match="args must be a tuple or list"):
         f(1, 1, x)
+
+
+class _Pointer:
+    def __init__(self, ptr, device_id):
+        self.ptr, self.device_id = ptr, device_id
+
+
+class _FakeCupyArray:
+    """What a launch reads of a CuPy ndarray: .data.ptr and .data.device_id."""
+
+    def __init__(self, ptr, device_id):
+        self.data = _Pointer(ptr, device_id)
+
+    def __dlpack_device__(self):
+        return (2, self.data.device_id)
+
+
+_FakeCupyArray.__module__, _FakeCupyArray.__name__ = "cupy._core.core", "ndarray"
+
+
+class _FakeCudaDevice:
+    def __init__(self, runtime, ordinal):
+        self.runtime, self.id, self.ordinal, self.is_cuda = runtime, 100 + ordinal, ordinal, True
+
+
+def test_a_launch_on_cupy_arrays_finds_its_kernel_by_the_arrays_ordinal(monkeypatch):
+    # Without a GPU: the device lookup is replaced and counted, the C launch recorded.
+    kernels = []
+
+    class Recording(_RecordingLib):
+        def gk_jit_launch(self, kernel, l):
+            kernels.append(int(jit.ffi.cast("uintptr_t", kernel)))
+            return super().gk_jit_launch(kernel, l)
+
+    recording = Recording(_jit_module.lib)
+    monkeypatch.setattr(_jit_module, "lib", recording)
+    rt = gpukit.runtime()
+    looked_up = []
+
+    def device_of_args(args, runtime):
+        looked_up.append(args[0].data.device_id)
+        return _FakeCudaDevice(rt, args[0].data.device_id)
+
+    monkeypatch.setattr(jit, "_device_of_args", device_of_args)
+    kernel = jit.RawKernel("", "k", runtime=rt)
+    for ordinal in (0, 1):
+        fn = _jit_module.Function(_Module(rt.device("cpu")), f"k{ordinal}",
+                                  jit.ffi.cast("gk_jit_kernel*", 16 + ordinal))
+        kernel._by_device[(id(rt), 100 + ordinal)] = fn
+    on0, on1 = _FakeCupyArray(0x1000, 0), _FakeCupyArray(0x2000, 1)
+    kernel(1, 32, (on0, np.int32(3)))
+    kernel(1, 32, (on0, np.int32(3)))
+    assert looked_up == [0], "the second call on the same ordinal looks up no device"
+    kernel(1, 32, (on1, np.int32(3)))
+    kernel(1, 32, (on0, np.int32(3)))
+    assert looked_up == [0, 1, 0], "another ordinal is looked up"
+    assert kernels == [16, 16, 17, 16], "each ordinal's own kernel"
+    pointers = [launch[3][0] for launch in recording.launches]
+    assert pointers == [(_jit_args._ARG_POINTER, p) for p in (0x1000, 0x1000, 0x2000, 0x1000)]
+    assert _jit_args._ordinal_reader(_FakeCupyArray) is _jit_args._cupy_ordinal
+    assert _jit_args._ordinal_reader(int) is None
+
+
+def test_threads_launching_one_function_each_write_their_own_arguments(monkeypatch):
+    # Thread switches forced every microsecond: a launch struct shared without a lock would
+    # send one thread's arguments with another's call.
+    seen = []  # (thread, argument values), one append per launch
+
+    class Recording(_RecordingLib):
+        def gk_jit_launch(self, kernel, l):
+            seen.append((threading.get_ident(),
+                         [l.args[i].value.u64 & 0xFFFFFFFF for i in range(l.num_args)]))
+            return 0
+
+    monkeypatch.setattr(_jit_module, "lib", Recording(_jit_module.lib))
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    dev = gpukit.runtime().device("cpu")
+    f = _jit_module.Function(_Module(dev), "k", jit.ffi.NULL)
+    sent = {}
+    # All alive at once: a finished thread's identifier may be given to the next one.
+    started, finished = threading.Barrier(3), threading.Barrier(3)
+
+    def launch_many(value):
+        sent[threading.get_ident()] = value
+        started.wait()
+        for _ in range(300):
+            f(1, 32, (np.int32(value), np.int32(value)))
+        finished.wait()
+
+    try:
+        threads = [threading.Thread(target=launch_many, args=(v,)) for v in (11, 22, 33)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert len(seen) == 900
+    for ident, values in seen:
+        assert values == [sent[ident]] * 2
 
 
 def _meaningful(kind, bits):
@@ -321,7 +424,7 @@ def test_the_generated_packer_writes_what_the_general_path_writes(monkeypatch):
         general, n, keep = _jit_args._pack(args)
         assert [_meaningful(general[i].kind, general[i].value.u64) for i in range(n)] == \
             first == second, args
-    assert f._packer is _jit_args._packer_for((gpukit.GPUArray, np.float32, np.int32))
+    assert f._state().packer is _jit_args._packer_for((gpukit.GPUArray, np.float32, np.int32))
     # A value the packed layout cannot hold goes to the general path, which names it.
     with pytest.raises(OverflowError, match="argument 1: .* does not fit a 32-bit int"):
         f(1, 1, (x, 2 ** 40, np.int32(1)))

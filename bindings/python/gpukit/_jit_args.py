@@ -290,6 +290,34 @@ def _packer_for(types):
     return scope["pack"]
 
 
+def _cupy_ordinal(a) -> int:
+    return a.data.device_id
+
+
+def _torch_ordinal(a) -> int:
+    return a.get_device()  # -1 on the CPU
+
+
+_ORDINAL_READERS = {}  # type -> its reader below, filled as types are first seen
+
+
+def _ordinal_reader(t):
+    """How to read the CUDA ordinal of an array of type `t` without DLPack (CuPy's ndarray,
+    PyTorch's Tensor: -1 when on the CPU), or None for other types. A launch on such arrays
+    would otherwise go through __dlpack_device__ and a device lookup by name every time."""
+    try:
+        return _ORDINAL_READERS[t]
+    except KeyError:
+        pass
+    reader = None
+    if t.__module__.startswith("cupy") and t.__name__ == "ndarray":
+        reader = _cupy_ordinal
+    elif t.__module__.startswith("torch") and hasattr(t, "get_device"):
+        reader = _torch_ordinal
+    _ORDINAL_READERS[t] = reader
+    return reader
+
+
 def _device_of_args(args, runtime) -> Device:
     """The device of the first array argument, else the runtime's default device."""
     for a in args:

@@ -26,6 +26,9 @@ _T_INFO_P = _parameter_type("gk_jit_module_info_get", 1)      # gk_jit_module_in
 _T_CHARS_PP = _parameter_type("gk_jit_lowered_name", 2)       # const char**
 _T_KERNEL_PP = _parameter_type("gk_jit_get_kernel", 2)        # gk_jit_kernel**
 _T_LAUNCH_P = _parameter_type("gk_jit_launch", 1)             # gk_jit_launch_args*
+_OPTIONS_SIZE = ffi.sizeof(_T_OPTIONS_P.item)
+_INFO_SIZE = ffi.sizeof(_T_INFO_P.item)
+_LAUNCH_SIZE = ffi.sizeof(_T_LAUNCH_P.item)
 
 # cffi looks a library function up on its first use (tens of microseconds each): the
 # release functions are looked up here, at import, rather than in a kernel's first use.
@@ -48,7 +51,9 @@ def _strings(values, what: str) -> list:
 
 def _char_array(values):
     """A `const char* const*` for cffi, and the buffers that keep it alive."""
-    keep = [ffi.new("char[]", v.encode()) for v in values]
+    if not values:
+        return ffi.NULL, ()
+    keep = [ffi.new(_T_CHARS, v.encode()) for v in values]
     array = ffi.new("const char*[]", keep) if keep else ffi.NULL
     return array, keep
 
@@ -79,13 +84,13 @@ class RawModule:
         names, keep_n = _char_array(self.name_expressions)
         incs, keep_i = _char_array(_strings(include_paths, "include_paths"))
         o = ffi.new(_T_OPTIONS_P)
-        o.struct_size = ffi.sizeof(_T_OPTIONS_P.item)
+        o.struct_size = _OPTIONS_SIZE
         o.options, o.num_options = opts, len(self.options)
         o.name_expressions, o.num_name_expressions = names, len(self.name_expressions)
         o.include_paths, o.num_include_paths = incs, len(keep_i)
         o.sm_version = int(sm_version)
-        program = ffi.new(_T_CHARS, name.encode())
-        o.program_name = program
+        program = ffi.new(_T_CHARS, name.encode()) if name != "gpukit_jit.cu" else ffi.NULL
+        o.program_name = program  # NULL: the C default, the same name
         o.flags = 0 if disk_cache else 1
         out = ffi.new(_T_MODULE_PP)
         check(lib.gk_jit_compile(rt.ptr, self.device.id, code.encode(), o, out))
@@ -95,7 +100,7 @@ class RawModule:
 
     def _info(self):
         info = ffi.new(_T_INFO_P)
-        info.struct_size = ffi.sizeof(_T_INFO_P.item)
+        info.struct_size = _INFO_SIZE
         check(lib.gk_jit_module_info_get(self._ptr, info))
         return info
 
@@ -157,70 +162,96 @@ class RawModule:
                 f"key={self.key[:12]})")
 
 
+class _LaunchState:
+    """One thread's launch struct and argument array of a Function, reused by every launch
+    from that thread (the C call copies what it reads), with what was last written to them
+    so that unchanged fields are not written again."""
+
+    __slots__ = ("launch", "args", "args_buffer", "packer", "general_types", "grid", "block",
+                 "shared_mem", "num_args", "stream")
+
+    def __init__(self):
+        self.launch = ffi.new(_T_LAUNCH_P)
+        self.launch.struct_size = _LAUNCH_SIZE
+        self.args = _newp(_T_ARG_ARRAY, 8)
+        self.args_buffer = ffi.buffer(self.args)
+        self.launch.args = self.args
+        self.packer = None  # of the last launch's argument types (see _packer_for)
+        self.general_types = None  # of the last launch that had no packer
+        self.grid = self.block = None
+        self.shared_mem, self.num_args, self.stream = 0, 0, ffi.NULL
+
+
 class Function:
-    """One kernel of a RawModule: ``f(grid, block, args, shared_mem=0, stream=None)``."""
+    """One kernel of a RawModule: ``f(grid, block, args, shared_mem=0, stream=None)``.
+    Launches from several threads at once are safe: each thread writes its own launch
+    struct (a lock around a shared one cost more than the rest of the Python side)."""
 
     def __init__(self, module: RawModule, name: str, ptr):
         self.module = module
         self.name = name
         self._ptr = ptr
-        self._launch = ffi.new(_T_LAUNCH_P)
-        self._launch.struct_size = ffi.sizeof(_T_LAUNCH_P.item)
-        # Reused by every launch under the lock (the C call copies what it reads): no
-        # allocation per call. The grid and block last written are kept to skip rewriting.
-        self._args = _newp(_T_ARG_ARRAY, 8)
-        self._args_buffer = ffi.buffer(self._args)
-        self._launch.args = self._args
-        self._packer = None  # of the last launch's argument types (see _packer_for)
-        self._general_types = None  # of the last launch that had no packer
-        self._grid = self._block = None
-        self._shared_mem, self._num_args, self._stream = 0, 0, ffi.NULL
-        self._launch_lock = threading.Lock()
+        self._local = threading.local()
+
+    def _state(self) -> _LaunchState:
+        """The calling thread's launch state."""
+        try:
+            return self._local.state
+        except AttributeError:
+            state = self._local.state = _LaunchState()
+            return state
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
         if type(args) is not tuple and not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
         stream_ptr = ffi.NULL if stream is None and not _open_task_streams[0] else \
             _stream_ptr(stream, self.module.device)
+        try:
+            s = self._local.state
+        except AttributeError:
+            s = self._state()
+        l = s.launch
         keep = None  # what the general path must keep alive until the launch has read it
         n = len(args)
-        with self._launch_lock:  # one launch struct and argument array per kernel
-            l = self._launch
-            # Tuples and ints compare cheaply; anything else is converted every time.
+        # The same object as last time (a literal tuple is) needs nothing; other tuples and
+        # ints compare cheaply; anything else is converted every time.
+        if grid is not s.grid:
             if type(grid) is not tuple and type(grid) is not int:
-                l.grid, self._grid = _dims(grid, "grid"), None
-            elif grid != self._grid:
+                l.grid, s.grid = _dims(grid, "grid"), None
+            elif grid != s.grid:
                 l.grid = _dims(grid, "grid")
-                self._grid = grid
+                s.grid = grid
+        if block is not s.block:
             if type(block) is not tuple and type(block) is not int:
-                l.block, self._block = _dims(block, "block"), None
-            elif block != self._block:
+                l.block, s.block = _dims(block, "block"), None
+            elif block != s.block:
                 l.block = _dims(block, "block")
-                self._block = block
-            if n > len(self._args):
-                self._args = _newp(_T_ARG_ARRAY, n)
-                self._args_buffer = ffi.buffer(self._args)
-                l.args = self._args
-            pack = self._packer
-            try:
-                packed = pack is not None and pack(args, self._args_buffer)
-            except (struct.error, OverflowError):  # the general path names the argument
-                packed = False
-            if not packed:
-                keep = self._pack_general(args)
-            if shared_mem != self._shared_mem:
-                l.shared_mem_bytes = shared_mem
-                self._shared_mem = l.shared_mem_bytes
-            if n != self._num_args:
-                l.num_args = self._num_args = n
-            if stream_ptr is not self._stream:
-                l.stream = self._stream = stream_ptr
-            status = lib.gk_jit_launch(self._ptr, l)
+                s.block = block
+        if n > len(s.args):
+            s.args = _newp(_T_ARG_ARRAY, n)
+            s.args_buffer = ffi.buffer(s.args)
+            l.args = s.args
+        pack = s.packer
+        try:
+            packed = pack is not None and pack(args, s.args_buffer)
+        except (struct.error, OverflowError):  # the general path names the argument
+            packed = False
+        if not packed:
+            keep = self._pack_general(s, args)
+        if shared_mem != s.shared_mem:
+            l.shared_mem_bytes = shared_mem
+            s.shared_mem = l.shared_mem_bytes
+        if n != s.num_args:
+            l.num_args = s.num_args = n
+        if stream_ptr is not s.stream:
+            l.stream = s.stream = stream_ptr
+        status = lib.gk_jit_launch(self._ptr, l)
         if status:
             check(status)
         del keep  # the launch has read the arguments
 
-    def _pack_general(self, args):
+    @staticmethod
+    def _pack_general(s: _LaunchState, args):
         """Writes the argument array for types the last packer does not take: with the
         packer of these types when they have one (kept for the next launch), else argument
         by argument. Returns what must stay alive until the launch (DLPack imports)."""
@@ -229,18 +260,18 @@ class Function:
         if pack is _NOT_GENERATED:
             # Generating costs a few hundred microseconds: worth it from the second launch
             # with the same types on, not for a kernel launched once.
-            pack = _packer_for(types) if types == self._general_types else None
-            self._general_types = types
+            pack = _packer_for(types) if types == s.general_types else None
+            s.general_types = types
         if pack is not None:
             try:
-                if pack(args, self._args_buffer):
-                    self._packer = pack
+                if pack(args, s.args_buffer):
+                    s.packer = pack
                     return None
             except (struct.error, OverflowError):
                 pass  # a value out of its type's range: the converters below say which
         keep = []
         get = _PUT.get
-        array = self._args
+        array = s.args
         for i, a in enumerate(args):
             (get(type(a)) or _converter(a))(array[i], a, keep, i)
         return keep

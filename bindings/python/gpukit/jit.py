@@ -25,7 +25,7 @@ import numpy as np
 
 from ._array import GPUArray
 from ._dtypes import _gk_dtype
-from ._jit_args import _device_of_args
+from ._jit_args import _device_of_args, _ordinal_reader
 from ._jit_elementwise import ElementwiseKernel
 from ._jit_module import Function, RawModule, _parameter_type, _strings
 from ._lib import check, ffi, lib
@@ -54,6 +54,7 @@ class RawKernel:
         self._runtime = runtime
         self._by_device = {}
         self._last = (None, None)  # (device, Function) of the last call with a GPUArray
+        self._last_foreign = (None, None, None, None)  # of the last call with a CuPy/PyTorch array
         self._lock = threading.Lock()
 
     def _function(self, device: Device) -> Function:
@@ -84,9 +85,11 @@ class RawKernel:
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
         if type(args) is not tuple and not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple or list of kernel arguments")
-        # The common case first: a GPUArray as first argument, on the device of the last call.
+        # The common cases first: the first argument a GPUArray on the device of the last
+        # such call, or an array of the same type (CuPy, PyTorch) on the same CUDA ordinal.
         first = args[0] if args else None
-        if type(first) is GPUArray:
+        t = type(first)
+        if t is GPUArray:
             device = first._device
             last = self._last  # one tuple: read whole even while another thread replaces it
             if device is last[0]:
@@ -95,8 +98,19 @@ class RawKernel:
             if fn is not None:
                 self._last = (device, fn)
                 return fn(grid, block, args, shared_mem, stream)
+        else:
+            foreign = self._last_foreign  # (type, ordinal reader, ordinal, Function)
+            if t is foreign[0] and foreign[1](first) == foreign[2]:
+                return foreign[3](grid, block, args, shared_mem, stream)
+        # The runtime is fixed (the given one, else the default, created once per process),
+        # so a CUDA ordinal names one device and Function.
+        reader = _ordinal_reader(t)
+        ordinal = reader(first) if reader is not None else -1
         device = _device_of_args(args, self._runtime or _runtime())
-        self._function(device)(grid, block, args, shared_mem, stream)
+        fn = self._function(device)
+        if ordinal >= 0 and device.is_cuda and device.ordinal == ordinal:
+            self._last_foreign = (t, reader, ordinal, fn)
+        fn(grid, block, args, shared_mem, stream)
 
 
 # A kernel serving a named op ---------------------------------------------------------

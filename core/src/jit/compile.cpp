@@ -85,6 +85,18 @@ std::optional<std::string> toolkit_include_dir() {
 }
 
 
+// NVRTC's options for `spec`: the toolkit's include folder is passed even when the key
+// left it out (a source without #include lines), for an `#include MACRO`.
+std::vector<std::string> compile_options(const ProgramSpec& spec) {
+  ProgramSpec with_toolkit = spec;
+  auto toolkit = toolkit_include_dir();
+  const auto& paths = spec.include_paths;
+  if (toolkit && std::find(paths.begin(), paths.end(), *toolkit) == paths.end()) {
+    with_toolkit.include_paths.push_back(*toolkit);
+  }
+  return nvrtc_options(with_toolkit);
+}
+
 // NVRTC, opened for a compile that missed the caches. `remembered_version` (0: none) is the
 // version the key was made with.
 const Nvrtc& nvrtc_for_compile(const Nvrtc* opened, int remembered_version) {
@@ -121,7 +133,7 @@ std::shared_ptr<const ModuleImage> find_or_compile(const Logger& logger,
   auto compile = [&] {
     const Nvrtc& nvrtc = nvrtc_for_compile(opened_nvrtc, nvrtc_version);
     const auto start = std::chrono::steady_clock::now();
-    CompileOutput out = nvrtc.compile(spec.source, spec.program_name, nvrtc_options(spec),
+    CompileOutput out = nvrtc.compile(spec.source, spec.program_name, compile_options(spec),
                                       spec.name_expressions);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -209,8 +221,11 @@ CompileRequest prepare_compile(const char* source, const gk_jit_options& o, int3
                       string_list(o.include_paths, o.num_include_paths, "include_paths"), spec);
   });
   // NVRTC ships no CUDA headers of its own in CUDA 13 (cuda_fp16.h, cuda_bf16.h, ...): the
-  // toolkit's include folder goes last, as CuPy adds it.
-  if (auto toolkit = toolkit_include_dir()) spec.include_paths.push_back(*toolkit);
+  // toolkit's include folder goes last, as CuPy adds it. A source that includes nothing
+  // leaves it out of the key, so a warm cache hit looks for no toolkit.
+  if (has_include_directive(spec.source)) {
+    if (auto toolkit = toolkit_include_dir()) spec.include_paths.push_back(*toolkit);
+  }
   const auto& sms = facts->supported_sms;
   if (!sms.empty() && std::find(sms.begin(), sms.end(), spec.sm_version) == sms.end()) {
     fail(GK_INVALID_ARGUMENT, "gk_jit_compile: NVRTC " + std::to_string(facts->version / 1000) +

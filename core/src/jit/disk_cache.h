@@ -1,5 +1,5 @@
 // The JIT's disk cache: one file per module, <dir>/<key>.gkjit, written to a temporary file
-// and renamed into place (readers see a whole entry or none), ending with a SHA-256 of its
+// and renamed into place (readers see a whole entry or none), ending with a CRC-32 of its
 // contents (a torn or corrupt entry is ignored and rebuilt). A per-key lock file lets one of
 // many processes compile while the others wait for its entry. Past the size limit, the
 // least recently used entries (oldest modification time: a hit touches its entry) go.

@@ -15,6 +15,7 @@
 
 #include "common/environment.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "plugin/library_search.h"
 
 namespace gk::jit {
@@ -169,11 +170,8 @@ bool nvrtc_loaded_elsewhere() {
 std::optional<NvrtcFacts> remembered_nvrtc(const std::string& dir) {
   if (dir.empty() || Nvrtc::opened()) return std::nullopt;
   if (nvrtc_loaded_elsewhere()) return std::nullopt;
-  std::ifstream in(facts_path(dir), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  std::string text;
+  if (!read_file(facts_path(dir), text)) return std::nullopt;
   // The facts follow the loader lines: "version=13000\nsms=75 80 ...\n".
   const size_t library_at = text.find("\nlibrary=");
   if (library_at == std::string::npos) return std::nullopt;

@@ -1,11 +1,11 @@
 #include "jit/program_key.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "jit/sha256.h"
 
 namespace gk::jit {
@@ -25,17 +25,6 @@ std::string absolute_folder(const std::string& dir) {
   fs::path p = fs::absolute(dir, ec);
   if (ec) return dir;
   return p.lexically_normal().string();
-}
-
-bool read_file(const fs::path& path, std::string& out) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  out = buffer.str();
-  return true;
 }
 
 // The #include directives of a text: (name, quoted?).
@@ -60,6 +49,10 @@ std::vector<std::pair<std::string, bool>> include_directives(const std::string& 
 }
 
 }  // namespace
+
+bool has_include_directive(const std::string& text) {
+  return !include_directives(text).empty();
+}
 
 void normalise_options(const std::vector<std::string>& given_options,
                        const std::vector<std::string>& given_include_paths, ProgramSpec& spec) {
@@ -116,7 +109,7 @@ std::vector<IncludedHeader> included_headers(const ProgramSpec& spec) {
       bool found = false;
       for (const fs::path& c : candidates) {
         std::string contents;
-        if (!read_file(c, contents)) continue;
+        if (!read_file(c.string(), contents)) continue;
         const std::string path = c.lexically_normal().string();
         found = true;
         if (seen.insert(path).second) {
@@ -133,7 +126,7 @@ std::vector<IncludedHeader> included_headers(const ProgramSpec& spec) {
 
 std::string program_key(const ProgramSpec& spec, int nvrtc_version, uint32_t abi_version) {
   Sha256 h;
-  h.field("gpukit-jit-key/1");
+  h.field("gpukit-jit-key/2");
   h.field(std::to_string(abi_version));
   h.field(std::to_string(nvrtc_version));
   h.field(std::to_string(spec.sm_version));

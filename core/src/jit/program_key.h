@@ -36,6 +36,9 @@ void normalise_options(const std::vector<std::string>& given_options,
 // -arch=sm_XX.
 std::vector<std::string> nvrtc_options(const ProgramSpec& spec);
 
+// Whether `text` has an #include directive that names a file ("x" or <x>).
+bool has_include_directive(const std::string& text);
+
 // The headers the source includes, resolved as the file comment says (path, contents);
 // unresolved names are returned with path "<name>" and empty contents.
 struct IncludedHeader {
