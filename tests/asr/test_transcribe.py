@@ -108,14 +108,13 @@ def check_sentences(model, sentences, max_wer, **options):
     assert errors / total <= max_wer, (errors, total)
 
 
-@long_test
-@pytest.mark.xfail(strict=False, reason=(
-    "measured: tiny.en says ' you' on 5 s of digital zeros, no-speech probability 0.95 but "
-    "average log-probability -0.70, above -1, so Whisper's no-speech rule (skip only when "
-    "both thresholds are crossed) keeps it"))
 def test_silence_gives_no_text(model):
-    result = model.transcribe(np.zeros(16000 * 5, np.float32))
-    assert result.text == "" and result.segments == []
+    # Digital silence is skipped undecoded (docs/asr.md): zeros, and a dither of one 16-bit
+    # step over three windows in two parts. Quick even on the cpu device: nothing is decoded.
+    dither = np.random.default_rng(3).integers(-1, 2, 16000 * 65).astype(np.float32) / 32768
+    for audio, batch_size in ((np.zeros(16000 * 5, np.float32), 1), (dither, 2)):
+        result = model.transcribe(audio, batch_size=batch_size)
+        assert result.text == "" and result.segments == [], batch_size
 
 
 def long_speech(sentences, seconds):

@@ -6,7 +6,7 @@
 //   per round, one 30 s window of every unfinished part at its `seek`: encode, decode
 //   (asr/search.h: all windows' hypotheses in one batched step), decode again at the next
 //   temperature the windows whose text is too repetitive or too unlikely, skip those that
-//   are silence, cut the tokens into segments at timestamp pairs and move `seek` to the
+//   are silence (and, undecoded, those of digital silence), cut the tokens into segments at timestamp pairs and move `seek` to the
 //   last timestamp (or the window's end). Segments reach on_segment in the audio's order.
 #include <zlib.h>
 
@@ -38,6 +38,7 @@ constexpr double kSecondsPerTimestamp = 0.02;             // the encoder's strid
 constexpr int64_t kCutSearchFrames = 250;  // a part's cut moves up to 2.5 s to a quiet spot
 constexpr int64_t kQuietFrames = 20;       // …the quietest 0.2 s there
 constexpr float kTopTemperature = 1.0f;    // the fallback's last temperature (Whisper's)
+constexpr float kSilentPeak = 1.0f / 32768;  // one step of 16-bit audio: below, digital silence
 // Bounds that keep a typo from asking for thousands of sessions (each holds a KV cache).
 constexpr int32_t kMostHypotheses = 32;
 constexpr int32_t kMostParts = 256;
@@ -362,6 +363,19 @@ class Transcriber {
     advance(part, step);
   }
 
+  // Whether the part's next window is digital silence: no sample above one step of 16-bit
+  // audio. Whisper's model writes text there (tiny.en: " you", likely enough that the
+  // no-speech rule keeps it), so such a window is skipped undecoded, as a silent one is.
+  static bool silent_window(const std::vector<float>& samples, const Part& part) {
+    const size_t begin = std::min(samples.size(), size_t(part.seek * kHop));
+    const size_t end = std::min(samples.size(),
+                                size_t(std::min(part.seek + kWindowFrames, part.end) * kHop));
+    for (size_t i = begin; i < end; ++i) {
+      if (!(std::fabs(samples[i]) <= kSilentPeak)) return false;  // NaN: not silence
+    }
+    return true;
+  }
+
   static void advance(Part& part, int64_t frames) {
     part.seek += frames;
     if (part.seek >= part.end) part.done = true;
@@ -457,12 +471,20 @@ void Transcriber::run(const std::vector<float>& samples, Transcript& out) {
       if (!p.done) active.push_back(&p);
     }
     if (active.empty()) break;
+    std::vector<Part*> decoding;
     for (Part* p : active) {
+      if (silent_window(samples, *p)) {
+        advance(*p, std::min(kWindowFrames, p->end - p->seek));
+        continue;
+      }
       encode(*p);
       set_prompt(*p, sot_sequence);
+      decoding.push_back(p);
     }
-    decode_with_fallback(active);
-    for (Part* p : active) take_result(*p);
+    if (!decoding.empty()) {
+      decode_with_fallback(decoding);
+      for (Part* p : decoding) take_result(*p);
+    }
     if (!send(parts, first_unsent, out)) break;
   }
 }
