@@ -14,9 +14,13 @@
 // per (i, h, b) (grid.z = B · splits), each covering kSplitKeys keys; every block writes its
 // (M, Σ l, Σ acc) to the workspace and a second kernel merges the splits the same way the
 // warps are merged above.
+//
+// Prefill in f16 or bf16 with head_dim 64 or 128 goes to the tensor-core kernel instead
+// (attention_tc.cu): there a block's 64 queries share every K and V tile it loads.
 #include <cmath>
 
 #include "llm/attention.cuh"
+#include "llm/attention_tc.cuh"
 #include "llm/device.cuh"
 
 namespace gk::kernels::llm {
@@ -212,6 +216,9 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   a.partial = static_cast<float*>(workspace);
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
+  if (attention_tc_refusal(q).empty()) {
+    return launch_attention_tc(q, k, v, kv_lengths, out, scale, causal, stream);
+  }
   const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
   bool ok = visit_floating(q.dtype, [&](auto tag) {

@@ -246,6 +246,12 @@ TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cac
       {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},         // chunked prefill; L < Tq
       {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},          // an empty cache; not causal
       {1, 3, 7, 7, 2, 2, 32, {}, false},
+      // f16 and bf16 with Tq >= 16 and Dh 64 or 128 take the tensor-core kernel.
+      {1, 128, 128, 128, 8, 2, 64, {}, true},           // two query tiles, GQA
+      {2, 100, 300, 512, 8, 8, 128, {300, 150}, true},  // chunked prefill after a prefix
+      {1, 77, 77, 77, 6, 6, 64, {}, false},             // Whisper-like, a partial tile
+      {2, 64, 64, 64, 4, 1, 128, {0, 64}, false},       // an empty sequence
+      {1, 20, 32, 32, 4, 2, 64, {10}, true},            // L < Tq: early queries see no key
   };
   for (const AttnCase& c : cases) {
     for (int32_t dtype : kFloat) {
