@@ -54,8 +54,7 @@ def _char_array(values):
     if not values:
         return ffi.NULL, ()
     keep = [ffi.new(_T_CHARS, v.encode()) for v in values]
-    array = ffi.new("const char*[]", keep) if keep else ffi.NULL
-    return array, keep
+    return ffi.new("const char*[]", keep), keep
 
 
 class RawModule:

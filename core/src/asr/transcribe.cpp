@@ -6,8 +6,9 @@
 //   per round, one 30 s window of every unfinished part at its `seek`: encode, decode
 //   (asr/search.h: all windows' hypotheses in one batched step), decode again at the next
 //   temperature the windows whose text is too repetitive or too unlikely, skip those that
-//   are silence (and, undecoded, those of digital silence), cut the tokens into segments at timestamp pairs and move `seek` to the
-//   last timestamp (or the window's end). Segments reach on_segment in the audio's order.
+//   are silence (and, undecoded, those of digital silence), cut the tokens into segments
+//   at timestamp pairs and move `seek` to the last timestamp (or the window's end).
+//   Segments reach on_segment in the audio's order.
 #include <zlib.h>
 
 #include <algorithm>
