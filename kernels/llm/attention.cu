@@ -16,7 +16,7 @@
 // warps are merged above.
 //
 // Prefill in f16 or bf16 with head_dim 64 or 128 goes to the tensor-core kernel instead
-// (attention_tc.cu): there a block's 64 queries share every K and V tile it loads.
+// (attention_tc.cu): there a block's 128 queries share every K and V tile it loads.
 #include <cmath>
 
 #include "llm/attention.cuh"
@@ -217,7 +217,7 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
   if (attention_tc_refusal(q).empty()) {
-    return launch_attention_tc(q, k, v, kv_lengths, out, scale, causal, stream);
+    return launch_attention_tc(q, k, v, kv_lengths, View{}, out, scale, causal, stream);
   }
   const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
