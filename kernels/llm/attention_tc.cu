@@ -29,6 +29,7 @@
 
 #include "llm/attention_tc.cuh"
 #include "llm/device.cuh"
+#include "llm/tensor_core.cuh"
 
 namespace gk::kernels::llm {
 namespace {
@@ -70,22 +71,6 @@ struct TcArgs {
   bool out_pairs;                     // two neighbouring output elements are one 4-byte word
 };
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared without a register round trip; zero-filled when !valid (src is
-// then not read).
-__device__ __forceinline__ void copy_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -118,27 +103,6 @@ __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 2^x in one MUFU instruction; denormal results flush to 0, which a softmax weight may.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Two values as one register of T pairs, `lo` in the low half (the lower column).
-template <class T>
-__device__ __forceinline__ uint32_t pack(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // Where row t of a [rows, D] operand of one (sequence, head) lives: base + t row_stride or,
@@ -308,44 +272,11 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const TcArgs a) 
     }
     copy_commit();
 
-    // Mask keys past each row's limit (only tiles that reach one); the scale into base 2 is
-    // folded into the exponent's multiply-add.
     const bool masked = t0 + kKeyTile - 1 > min_limit;
 #pragma unroll
     for (int mi = 0; mi < kM; ++mi) {
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kSTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          if (masked && t0 + n * 8 + 2 * t + (e & 1) > limit[mi][r]) s[mi][n][e] = -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[mi][n][e]);
-        }
-      }
-      float correction[2], shift[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        const float m_new = fmaxf(m[mi][r], tile_max[r]);
-        // A row that has seen no key yet subtracts 0: its p are 2^-inf = 0, never NaN.
-        shift[r] = m_new == -INFINITY ? 0.0f : m_new * a.scale_log2;
-        correction[r] = exp2_approx(m[mi][r] * a.scale_log2 - shift[r]);
-        m[mi][r] = m_new;
-      }
-      float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kSTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          s[mi][n][e] = exp2_approx(fmaf(s[mi][n][e], a.scale_log2, -shift[r]));
-          sum[r] += s[mi][n][e];
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l[mi][r] = l[mi][r] * correction[r] + sum[r];
+      float correction[2];
+      online_softmax(s[mi], m[mi], l[mi], correction, t0 + 2 * t, limit[mi], masked, a.scale_log2);
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n) {
         o[mi][n][0] *= correction[0];

@@ -8,8 +8,8 @@ every timed call; both sides on the same stream (torch's current stream, wrapped
 timed with CUDA events after warm-up, the median of `iters` runs; error of each side against
 a float64 reference on the first sequence and head group (‖out − ref‖ / ‖ref‖). torch runs
 its best backend for the shape (flash or memory-efficient; enable_gqa for grouped heads).
-TFLOP/s counts 4·Tq·Tk·Dh·Hq·B multiply-adds ×2, halved when causal. Prints a table; --json
-writes the numbers.
+TFLOP/s counts 4·Tq·Tk·Dh·Hq·B multiply-adds ×2, halved when causal. The plugin column is
+the one dispatch chose (gpukit.explain). Prints a table; --json writes the numbers.
 """
 from __future__ import annotations
 
@@ -66,6 +66,8 @@ def main():
         def ours():
             gpukit.call("attention", [gq, gk, gv], attrs, out=gout, stream=stream)
 
+        plugin = gpukit.explain("attention", gq, gk, gv, outputs=[gout], **attrs)["chosen"]
+
         def theirs():
             # SDPA takes [B, H, T, D]: transposed views of the same [B, T, H, D] storage.
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
@@ -109,7 +111,7 @@ def main():
         ms_ours = time_ms(ours, True)
         ms_peer = time_ms(theirs, False)
         flops = 4.0 * B * Hq * T * T * Dh * (0.5 if causal else 1.0)
-        rows.append({"case": name, "dtype": args.dtype, "torch_ms": ms_peer, "gpukit_ms": ms_ours,
+        rows.append({"case": name, "dtype": args.dtype, "plugin": plugin, "torch_ms": ms_peer, "gpukit_ms": ms_ours,
                      "speedup": ms_peer / ms_ours, "torch_tflops": flops / ms_peer / 1e9,
                      "gpukit_tflops": flops / ms_ours / 1e9, "err_gpukit": err_ours,
                      "err_torch": err_peer})
@@ -117,11 +119,11 @@ def main():
 
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}")
     print(f"{'case':38} {'torch ms':>9} {'gpukit ms':>10} {'ours/torch':>10} "
-          f"{'TFLOP/s':>15} {'rel err (ours, torch)':>22}")
+          f"{'TFLOP/s':>15} {'rel err (ours, torch)':>22}  plugin")
     for r in rows:
         print(f"{r['case']:38} {r['torch_ms']:9.3f} {r['gpukit_ms']:10.3f} {r['speedup']:9.2f}x "
               f"{r['gpukit_tflops']:7.1f} /{r['torch_tflops']:6.1f} "
-              f"{r['err_gpukit']:10.2e} {r['err_torch']:10.2e}")
+              f"{r['err_gpukit']:10.2e} {r['err_torch']:10.2e}  {r['plugin']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

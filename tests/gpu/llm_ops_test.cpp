@@ -71,6 +71,7 @@ class LlmGpu : public ::testing::Test {
   void must(gk_status s, const std::string& what) {
     ASSERT_EQ(s, GK_OK) << what << ": " << gk_last_error();
   }
+  void check_attention_cases();
 
   // A cpu tensor of `dtype` holding `values` (rounded to the dtype by the cpu cast).
   TensorPtr cpu(int32_t dtype, const std::vector<int64_t>& shape,
@@ -239,19 +240,26 @@ struct AttnCase {
   bool causal;
 };
 
-TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cache_views) {
+// Every case on the plugins dispatch picks, then with attention_sm90 left out, so that on
+// Hopper llm_cuda's mma.sync kernel is held to the cpu as well.
+void LlmGpu::check_attention_cases() {
   const std::vector<AttnCase> cases = {
       {1, 64, 64, 64, 8, 2, 64, {}, true},                // prefill
       {2, 1, 1000, 1024, 32, 8, 128, {1000, 517}, true},  // decode over a cache view
       {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},         // chunked prefill; L < Tq
       {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},          // an empty cache; not causal
       {1, 3, 7, 7, 2, 2, 32, {}, false},
-      // f16 and bf16 with Tq >= 16 and Dh 64 or 128 take the tensor-core kernel.
+      // f16 and bf16 with Tq >= 16 and Dh 64 or 128 take a tensor-core kernel (on SM 90 with
+      // Tq >= 64, attention_sm90's wgmma kernel; its key tiles are 128 and its stages 3, so
+      // the longer cases wrap around the stages).
       {1, 128, 128, 128, 8, 2, 64, {}, true},           // two query tiles, GQA
       {2, 100, 300, 512, 8, 8, 128, {300, 150}, true},  // chunked prefill after a prefix
       {1, 77, 77, 77, 6, 6, 64, {}, false},             // Whisper-like, a partial tile
       {2, 64, 64, 64, 4, 1, 128, {0, 64}, false},       // an empty sequence
       {1, 20, 32, 32, 4, 2, 64, {10}, true},            // L < Tq: early queries see no key
+      {1, 300, 700, 768, 8, 2, 128, {700}, true},       // prefill after a 400-token prefix
+      {2, 520, 520, 520, 4, 4, 64, {}, false},          // 5 key tiles, 5 query tiles
+      {1, 64, 900, 1024, 2, 1, 128, {650}, false},      // one warpgroup tile, L mid-tile
   };
   for (const AttnCase& c : cases) {
     for (int32_t dtype : kFloat) {
@@ -277,6 +285,48 @@ TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cac
           << c.D;
     }
   }
+}
+
+TEST_F(LlmGpu, attention_matches_the_cpu_with_gqa_causal_offsets_lengths_and_cache_views) {
+  check_attention_cases();
+}
+
+TEST_F(LlmGpu, attention_without_attention_sm90_matches_the_cpu) {
+  rt_ = make_gpu_runtime("attention_sm90");
+  dev_ = first_cuda_device(rt_.get());
+  check_attention_cases();
+}
+
+// On SM 90 a long enough f16/bf16 prefill goes to attention_sm90 (priority 70); decode, a
+// short prefill and f32 stay on llm_cuda, which attention_sm90 declines to with a reason.
+TEST_F(LlmGpu, prefill_attention_on_sm90_is_served_by_attention_sm90) {
+  gk_device_props props{};
+  props.struct_size = sizeof(props);
+  must(gk_device_get_props(rt_.get(), dev_, &props), "props");
+  if (props.sm_version != 90) GTEST_SKIP() << "SM " << props.sm_version << ", not 90";
+  auto chosen = [&](int32_t dtype, int64_t tq, int64_t dh) {
+    gk_tensor_desc in[3] = {}, out[1] = {};
+    const int64_t q_shape[4] = {1, tq, 8, dh}, kv_shape[4] = {1, 256, 2, dh};
+    for (int i = 0; i < 3; ++i) {
+      in[i].struct_size = sizeof(gk_tensor_desc);
+      in[i].dtype = dtype;
+      in[i].ndim = 4;
+      for (int d = 0; d < 4; ++d) in[i].shape[d] = i == 0 ? q_shape[d] : kv_shape[d];
+    }
+    out[0] = in[0];
+    char* json = nullptr;
+    EXPECT_EQ(gk_explain(rt_.get(), "attention", dev_, in, 3, out, 1, nullptr, 0, &json), GK_OK)
+        << gk_last_error();
+    std::string text = json ? json : "";
+    gk_string_free(json);
+    const size_t at = text.find("\"chosen\"");
+    return at == std::string::npos ? text : text.substr(at, 40);
+  };
+  EXPECT_NE(chosen(GK_DTYPE_BF16, 256, 128).find("attention_sm90"), std::string::npos);
+  EXPECT_NE(chosen(GK_DTYPE_F16, 64, 64).find("attention_sm90"), std::string::npos);
+  EXPECT_NE(chosen(GK_DTYPE_BF16, 1, 128).find("llm_cuda"), std::string::npos);
+  EXPECT_NE(chosen(GK_DTYPE_BF16, 32, 64).find("llm_cuda"), std::string::npos);
+  EXPECT_NE(chosen(GK_DTYPE_F32, 256, 64).find("llm_cuda"), std::string::npos);
 }
 
 TEST_F(LlmGpu, sample_greedy_equals_the_cpu_and_seeded_draws_agree_and_replay) {

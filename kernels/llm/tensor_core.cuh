@@ -1,0 +1,96 @@
+// Device helpers shared by the tensor-core attention kernels (attention_tc.cu on SM 80+,
+// attention_sm90.cu on SM 90a): asynchronous copies, f32 pairs as 16-bit register pairs and
+// one tile of the online softmax over the accumulator layout of mma.sync and wgmma.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace gk::kernels::llm {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without a register round trip; zero-filled when !valid (src is
+// then not read).
+__device__ __forceinline__ void copy_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// 2^x in one MUFU instruction; denormal results flush to 0, which a softmax weight may.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two values as one register of T pairs, `lo` in the low half (the lower column).
+template <class T>
+__device__ __forceinline__ uint32_t pack(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One key tile of the online softmax for a lane's two rows (g and g + 8 of a 16-row block):
+// s[n] holds columns 8 n + 2 t, 8 n + 2 t + 1 of both rows (e = 0, 1: row g; 2, 3: row g + 8),
+// the layout of mma.sync's and wgmma's f32 accumulators. On return s holds p = 2^(s scale -
+// m'), m the new row maxima (unscaled), l this lane's part of the row sums (the 4 lanes of a
+// row sum theirs at the end) and correction the factor O must be multiplied by. `column` is
+// the key of s[0][0]; keys past limit[r] are masked when `masked` (tiles that reach a limit).
+template <int kTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&m)[2], float (&l)[2],
+                                               float (&correction)[2], int64_t column,
+                                               const int64_t (&limit)[2], bool masked,
+                                               float scale_log2) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      if (masked && column + n * 8 + (e & 1) > limit[r]) s[n][e] = -INFINITY;
+      tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    }
+  }
+  float shift[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    // A row that has seen no key yet subtracts 0: its p are 2^-inf = 0, never NaN.
+    shift[r] = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+    correction[r] = exp2_approx(m[r] * scale_log2 - shift[r]);
+    m[r] = m_new;
+  }
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      s[n][e] = exp2_approx(fmaf(s[n][e], scale_log2, -shift[r]));
+      sum[r] += s[n][e];
+    }
+  }
+  l[0] = l[0] * correction[0] + sum[0];
+  l[1] = l[1] * correction[1] + sum[1];
+}
+
+}  // namespace gk::kernels::llm
