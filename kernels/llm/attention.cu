@@ -15,8 +15,14 @@
 // (M, Σ l, Σ acc) to the workspace and a second kernel merges the splits the same way the
 // warps are merged above.
 //
+// With a block table, k and v are block pools and key j of sequence b is row j % block_size
+// of block block_table[b, j / block_size]: only the address of a key row changes, so a
+// batch of sequences whose caches are scattered over one pool is one launch. A block id
+// outside the pool reads as no key there.
+//
 // Prefill in f16 or bf16 with head_dim 64 or 128 goes to the tensor-core kernel instead
-// (attention_tc.cu): there a block's 128 queries share every K and V tile it loads.
+// (attention_tc.cu): there a block's 128 queries share every K and V tile it loads; it
+// reads block tables the same way.
 #include <cmath>
 
 #include "llm/attention.cuh"
@@ -39,18 +45,25 @@ struct AttentionArgs {
   const char* k;
   const char* v;
   const int32_t* lengths;
+  const int32_t* table;  // [B, max_blocks] block ids, or null: k and v are [B, Tk, Hkv, Dh]
   char* out;
   int64_t Tq, Tk, Hq, Dh, group;
-  int64_t qs[4], ks[4], vs[4], os[4], ls;
+  int64_t qs[4], ks[4], vs[4], os[4], ls, ts[2];
+  int64_t block_size, num_blocks;  // of the pool, with a table
   float scale;
   bool causal;
   int64_t splits;  // blocks per (i, h, b) along the keys
   float* partial;  // [B, Tq, Hq, splits, Dh + 2] when splits > 1
 };
 
-int64_t split_count(const View& q, const View& k) {
+// The keys a sequence may hold: its cache's positions, or its row of the block table.
+int64_t key_capacity(const View& k, const View& block_table) {
+  return block_table.data ? k.shape[1] * block_table.shape[1] : k.shape[1];
+}
+
+int64_t split_count(const View& q, const View& k, const View& block_table) {
   const int64_t blocks = q.shape[0] * q.shape[1] * q.shape[2];
-  const int64_t tk = k.shape[1];
+  const int64_t tk = key_capacity(k, block_table);
   if (blocks >= kSplitBelowBlocks || tk <= kSplitKeys) return 1;
   const int64_t splits = (tk + kSplitKeys - 1) / kSplitKeys;
   return splits < kMaxSplits ? splits : kMaxSplits;
@@ -71,8 +84,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
   if (first + split_len - 1 < last) last = first + split_len - 1;
 
   const T* q = reinterpret_cast<const T*>(a.q) + b * a.qs[0] + i * a.qs[1] + h * a.qs[2];
-  const T* kb = reinterpret_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[2];
-  const T* vb = reinterpret_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[2];
+  // Without a table, sequence b's keys; with one, the pool's (block and row per key).
+  const T* kb = reinterpret_cast<const T*>(a.k) + (a.table ? 0 : b * a.ks[0]) + hk * a.ks[2];
+  const T* vb = reinterpret_cast<const T*>(a.v) + (a.table ? 0 : b * a.vs[0]) + hk * a.vs[2];
   float qr[kPerLane], acc[kPerLane];
 #pragma unroll
   for (int r = 0; r < kPerLane; ++r) {
@@ -82,7 +96,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
   }
   float m = -INFINITY, l = 0.0f;
   for (int64_t j = first + warp; j <= last; j += kWarps) {
-    const T* kr = kb + j * a.ks[1];
+    // The whole warp reads key j: a skipped key is skipped by all of its lanes.
+    int64_t block = 0, row = j;
+    if (a.table) {
+      block = a.table[b * a.ts[0] + (j / a.block_size) * a.ts[1]];
+      if (block < 0 || block >= a.num_blocks) continue;
+      row = j % a.block_size;
+    }
+    const T* kr = kb + block * a.ks[0] + row * a.ks[1];
     float s = 0.0f;
 #pragma unroll
     for (int r = 0; r < kPerLane; ++r) {
@@ -95,7 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
     const float correction = expf(m - m_new);  // 0 on the first key (m = -inf)
     const float p = expf(s - m_new);
     l = l * correction + p;
-    const T* vr = vb + j * a.vs[1];
+    const T* vr = vb + block * a.vs[0] + row * a.vs[1];
 #pragma unroll
     for (int r = 0; r < kPerLane; ++r) {
       const int64_t d = lane + 32 * r;
@@ -182,15 +203,15 @@ std::string attention_refusal(const View& q) {
   return "";
 }
 
-size_t attention_workspace_bytes(const View& q, const View& k) {
-  const int64_t splits = split_count(q, k);
+size_t attention_workspace_bytes(const View& q, const View& k, const View& block_table) {
+  const int64_t splits = split_count(q, k, block_table);
   if (splits <= 1) return 0;
   return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) * sizeof(float);
 }
 
 cudaError_t launch_attention(const View& q, const View& k, const View& v, const View& kv_lengths,
-                             const View& out, float scale, bool causal, void* workspace,
-                             cudaStream_t stream) {
+                             const View& block_table, const View& out, float scale, bool causal,
+                             void* workspace, cudaStream_t stream) {
   if (!attention_refusal(q).empty()) return cudaErrorInvalidValue;
   AttentionArgs a{};
   a.q = static_cast<const char*>(q.data);
@@ -198,9 +219,16 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   a.v = static_cast<const char*>(v.data);
   a.lengths = static_cast<const int32_t*>(kv_lengths.data);
   a.ls = kv_lengths.data ? kv_lengths.strides[0] : 0;
+  a.table = static_cast<const int32_t*>(block_table.data);
+  if (a.table) {
+    a.ts[0] = block_table.strides[0];
+    a.ts[1] = block_table.strides[1];
+    a.block_size = k.shape[1];
+    a.num_blocks = k.shape[0];
+  }
   a.out = static_cast<char*>(out.data);
   a.Tq = q.shape[1];
-  a.Tk = k.shape[1];
+  a.Tk = key_capacity(k, block_table);
   a.Hq = q.shape[2];
   a.Dh = q.shape[3];
   a.group = k.shape[2] > 0 ? q.shape[2] / k.shape[2] : 1;
@@ -212,12 +240,13 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   }
   a.scale = scale;
   a.causal = causal;
-  a.splits = split_count(q, k);
+  a.splits = split_count(q, k, block_table);
   a.partial = static_cast<float*>(workspace);
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
-  if (attention_tc_refusal(q).empty()) {
-    return launch_attention_tc(q, k, v, kv_lengths, View{}, out, scale, causal, stream);
+  // The tensor-core kernel counts paged key positions in 32 bits.
+  if (attention_tc_refusal(q).empty() && a.Tk < (int64_t(1) << 31)) {
+    return launch_attention_tc(q, k, v, kv_lengths, block_table, out, scale, causal, stream);
   }
   const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));

@@ -202,8 +202,8 @@ __global__ void __launch_bounds__(kThreads) attention_sm90_kernel(const Sm90Args
 
     const int64_t t0 = j * kKeys;
     float correction[2];
-    online_softmax(s, m, l, correction, t0 + 2 * t, limit, t0 + kKeys - 1 > block_limit,
-                   a.scale_log2);
+    auto past_limit = [&](int column, int r) { return t0 + 2 * t + column > limit[r]; };
+    online_softmax(s, m, l, correction, t0 + kKeys - 1 > block_limit, past_limit, a.scale_log2);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       o[n][0] *= correction[0];

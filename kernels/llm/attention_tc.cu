@@ -107,7 +107,7 @@ __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t
 
 // Where row t of a [rows, D] operand of one (sequence, head) lives: base + t row_stride or,
 // in a paged cache, row t % block_size of block table[t / block_size]. A block id outside
-// [0, num_blocks) reads as zeros.
+// [0, num_blocks) has no rows (nullptr): they load as zeros and the softmax leaves them out.
 template <class T, bool kPaged>
 struct Rows {
   const T* base;
@@ -122,6 +122,18 @@ struct Rows {
     const int32_t block = table[int64_t(position / block_size) * table_stride];
     if (block < 0 || uint32_t(block) >= num_blocks) return nullptr;
     return base + block * block_stride + int64_t(position % block_size) * row_stride;
+  }
+
+  // Whether a block of keys first .. end - 1 lies outside the pool (their rows then hold no
+  // key: the tile is masked key by key).
+  __device__ __forceinline__ bool has_missing_block(int64_t first, int64_t end) const {
+    if (!kPaged) return false;
+    for (uint32_t block = uint32_t(first) / block_size; int64_t(block) * block_size < end;
+         ++block) {
+      const int32_t id = table[int64_t(block) * table_stride];
+      if (id < 0 || uint32_t(id) >= num_blocks) return true;
+    }
+    return false;
   }
 };
 
@@ -272,11 +284,17 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const TcArgs a) 
     }
     copy_commit();
 
-    const bool masked = t0 + kKeyTile - 1 > min_limit;
+    const bool masked = t0 + kKeyTile - 1 > min_limit ||
+                        keys.has_missing_block(t0, t0 + kKeyTile < L ? t0 + kKeyTile : L);
 #pragma unroll
     for (int mi = 0; mi < kM; ++mi) {
       float correction[2];
-      online_softmax(s[mi], m[mi], l[mi], correction, t0 + 2 * t, limit[mi], masked, a.scale_log2);
+      // Keys past the row's limit, and keys of a block outside the pool (paged only).
+      auto masked_key = [&](int column, int r) {
+        const int64_t key = t0 + 2 * t + column;
+        return key > limit[mi][r] || (kPaged && keys.row(key) == nullptr);
+      };
+      online_softmax(s[mi], m[mi], l[mi], correction, masked, masked_key, a.scale_log2);
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n) {
         o[mi][n][0] *= correction[0];

@@ -15,7 +15,7 @@ std::string attention_tc_refusal(const View& q);
 // Launches the tensor-core kernel; needs no workspace. With block_table.data set, k and v are
 // paged caches [num_blocks, block_size, Hkv, Dh], block_table i32 [B, max_blocks] lists each
 // sequence's blocks in order (key t in block t / block_size, row t % block_size; an id
-// outside [0, num_blocks) reads as zeros), kv_lengths is required and
+// outside [0, num_blocks) holds no keys), kv_lengths is required and
 // max_blocks * block_size must stay under 2^31.
 cudaError_t launch_attention_tc(const View& q, const View& k, const View& v, const View& kv_lengths,
                                 const View& block_table, const View& out, float scale,

@@ -51,20 +51,20 @@ __device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float lo, float hi) {
 // s[n] holds columns 8 n + 2 t, 8 n + 2 t + 1 of both rows (e = 0, 1: row g; 2, 3: row g + 8),
 // the layout of mma.sync's and wgmma's f32 accumulators. On return s holds p = 2^(s scale -
 // m'), m the new row maxima (unscaled), l this lane's part of the row sums (the 4 lanes of a
-// row sum theirs at the end) and correction the factor O must be multiplied by. `column` is
-// the key of s[0][0]; keys past limit[r] are masked when `masked` (tiles that reach a limit).
-template <int kTiles>
+// row sum theirs at the end) and correction the factor O must be multiplied by. When
+// `any_masked` (a tile that reaches a row's last key, or holds a missing block), the
+// elements with masked(8 n + (e & 1), e >> 1) are left out.
+template <int kTiles, class Masked>
 __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&m)[2], float (&l)[2],
-                                               float (&correction)[2], int64_t column,
-                                               const int64_t (&limit)[2], bool masked,
-                                               float scale_log2) {
+                                               float (&correction)[2], bool any_masked,
+                                               const Masked& masked, float scale_log2) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = e >> 1;
-      if (masked && column + n * 8 + (e & 1) > limit[r]) s[n][e] = -INFINITY;
+      if (any_masked && masked(n * 8 + (e & 1), r)) s[n][e] = -INFINITY;
       tile_max[r] = fmaxf(tile_max[r], s[n][e]);
     }
   }

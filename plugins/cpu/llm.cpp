@@ -1,8 +1,10 @@
-// The llm ops' reference: embedding, rope, attention and sample (docs/ops.md, "LLM ops").
+// The llm ops' reference: embedding, rope, attention, kv_cache_write and sample (docs/ops.md,
+// "LLM ops").
 //
 // Plain loops over strided tensors, arithmetic in f64 for every dtype. Attributes are read
 // with kernels/llm/llm_params.h, as the core's rules and the CUDA plugin read them; values
-// held in tensors (ids, kv_lengths) are checked here, since no rule can see them.
+// held in tensors (ids, kv_lengths, block ids, slots) are checked here, since no rule can
+// see them.
 #include <cblas.h>
 
 #include <algorithm>
@@ -215,7 +217,7 @@ gk_status run_rope(const gk_kernel_args& args, std::string& message) {
 // ---- attention ----
 
 gk_status check_attention(const gk_kernel_args& args, std::string& message) {
-  if (gk_status s = check_counts(args, 3, 4, 1, message)) return s;
+  if (gk_status s = check_counts(args, 3, 5, 1, message)) return s;
   const int32_t dtype = args.inputs[0].dtype;
   if (gk_status s = check_dtype(args, args.inputs[0], "input 'q'", kFloatingDtypes, message))
     return s;
@@ -225,17 +227,35 @@ gk_status check_attention(const gk_kernel_args& args, std::string& message) {
   if (gk_status s =
           check_same_dtype(args, args.inputs[2], "input 'v'", dtype, "input 'q'", message))
     return s;
-  if (args.num_inputs == 4) {
+  if (args.num_inputs >= 4) {
     if (gk_status s =
             check_dtype(args, args.inputs[3], "input 'kv_lengths'", {GK_DTYPE_I32}, message))
+      return s;
+  }
+  if (args.num_inputs == 5) {
+    if (gk_status s =
+            check_dtype(args, args.inputs[4], "input 'block_table'", {GK_DTYPE_I32}, message))
       return s;
   }
   return check_same_dtype(args, args.outputs[0], "output 'out'", dtype, "input 'q'", message);
 }
 
+// Where key position j of sequence b lives in k and v: (b, j) for a cache per sequence,
+// (block_table[b, j / block_size], j % block_size) for a block pool.
+struct KeyRows {
+  int64_t block_size = 0;  // 0: no block table
+  int64_t max_blocks = 0;
+  std::vector<int64_t> blocks;  // [B, max_blocks], the ids the lengths reach (checked)
+
+  std::pair<int64_t, int64_t> at(int64_t b, int64_t j) const {
+    if (block_size == 0) return {b, j};
+    return {blocks[size_t(b * max_blocks + j / block_size)], j % block_size};
+  }
+};
+
 template <class T>
 void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
-                    const std::vector<int64_t>& lengths) {
+                    const std::vector<int64_t>& lengths, const KeyRows& rows_of) {
   const gk_plugin_tensor& q = args.inputs[0];
   const gk_plugin_tensor& k = args.inputs[1];
   const gk_plugin_tensor& v = args.inputs[2];
@@ -253,9 +273,10 @@ void attention_rows(const gk_kernel_args& args, const llm::AttentionParams& p,
       keys.resize(static_cast<size_t>(L * Dh));
       values.resize(static_cast<size_t>(L * Dh));
       for (int64_t j = 0; j < L; ++j) {
+        const auto [kb, kj] = rows_of.at(b, j);
         for (int64_t d = 0; d < Dh; ++d) {
-          keys[size_t(j * Dh + d)] = double(load<T>(at(k, {b, j, hk, d})));
-          values[size_t(j * Dh + d)] = double(load<T>(at(v, {b, j, hk, d})));
+          keys[size_t(j * Dh + d)] = double(load<T>(at(k, {kb, kj, hk, d})));
+          values[size_t(j * Dh + d)] = double(load<T>(at(v, {kb, kj, hk, d})));
         }
       }
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
@@ -312,15 +333,18 @@ gk_status run_attention(const gk_kernel_args& args, std::string& message) {
   const gk_plugin_tensor& q = args.inputs[0];
   const gk_plugin_tensor& k = args.inputs[1];
   const gk_plugin_tensor& v = args.inputs[2];
+  const bool paged = args.num_inputs == 5;
   if (gk_status s = check_ndim(args, q, "input 'q'", 4, message)) return s;
   if (gk_status s = check_ndim(args, k, "input 'k'", 4, message)) return s;
   const std::vector<int64_t> kshape(k.shape, k.shape + 4);
   if (gk_status s = check_shape(args, v, "input 'v'", kshape, message)) return s;
-  if (k.shape[0] != q.shape[0] || k.shape[3] != q.shape[3] || k.shape[2] == 0 ||
-      q.shape[2] % k.shape[2] != 0) {
+  if ((!paged && k.shape[0] != q.shape[0]) || k.shape[3] != q.shape[3] || k.shape[2] == 0 ||
+      q.shape[2] % k.shape[2] != 0 || (paged && k.shape[1] == 0)) {
     return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'k' ", shape_string(k),
                 " does not fit input 'q' ", shape_string(q),
-                " (same batch and head_dim; q heads a multiple of kv heads)");
+                paged ? " (a block pool [num_blocks, block_size >= 1, kv_heads, head_dim]: same "
+                        "head_dim; q heads a multiple of kv heads)"
+                      : " (same batch and head_dim; q heads a multiple of kv heads)");
   }
   const std::vector<int64_t> qshape(q.shape, q.shape + 4);
   if (gk_status s = check_shape(args, args.outputs[0], "output 'out'", qshape, message)) return s;
@@ -328,9 +352,22 @@ gk_status run_attention(const gk_kernel_args& args, std::string& message) {
     if (gk_status s = check_data(args, args.inputs[i], "an input", message)) return s;
   }
   if (gk_status s = check_data(args, args.outputs[0], "output 'out'", message)) return s;
-  const int64_t B = q.shape[0], Tk = k.shape[1];
+  const int64_t B = q.shape[0];
+  KeyRows rows_of;
+  if (paged) {
+    const gk_plugin_tensor& table = args.inputs[4];
+    if (table.ndim != 2 || table.shape[0] != B) {
+      return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                  "': input 'block_table' has shape ", shape_string(table), "; expected [", B,
+                  ", max_blocks]");
+    }
+    rows_of.block_size = k.shape[1];
+    rows_of.max_blocks = table.shape[1];
+  }
+  // The keys a sequence may hold: its cache's positions, or its row of blocks.
+  const int64_t Tk = paged ? rows_of.block_size * rows_of.max_blocks : k.shape[1];
   std::vector<int64_t> lengths(static_cast<size_t>(B), Tk);
-  if (args.num_inputs == 4) {
+  if (args.num_inputs >= 4) {
     const gk_plugin_tensor& len = args.inputs[3];
     if (len.ndim != 1 || len.shape[0] != B) {
       return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'kv_lengths' has shape ",
@@ -340,22 +377,134 @@ gk_status run_attention(const gk_kernel_args& args, std::string& message) {
       const int64_t L = load<int32_t>(at(len, {b}));
       if (L < 0 || L > Tk) {
         return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'kv_lengths' holds ",
-                    L, " for sequence ", b, "; expected 0..", Tk, " (the kv_tokens of input 'k' ",
-                    shape_string(k), ")");
+                    L, " for sequence ", b, "; expected 0..", Tk,
+                    paged ? cat(" (max_blocks ", rows_of.max_blocks,
+                                " of input 'block_table' x block_size ", rows_of.block_size, ")")
+                          : cat(" (the kv_tokens of input 'k' ", shape_string(k), ")"));
       }
       lengths[size_t(b)] = L;
+    }
+  }
+  if (paged) {
+    // Only the blocks that hold a sequence's keys are read, and each must be in the pool;
+    // the rest of its row is not read.
+    const gk_plugin_tensor& table = args.inputs[4];
+    const int64_t num_blocks = k.shape[0];
+    rows_of.blocks.assign(size_t(B * rows_of.max_blocks), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t used = (lengths[size_t(b)] + rows_of.block_size - 1) / rows_of.block_size;
+      for (int64_t j = 0; j < used; ++j) {
+        const int64_t id = load<int32_t>(at(table, {b, j}));
+        if (id < 0 || id >= num_blocks) {
+          return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                      "': input 'block_table' holds ", id, " at [", b, ", ", j,
+                      "], outside the pool's ", num_blocks, " blocks (valid ids: 0..",
+                      num_blocks - 1, ")");
+        }
+        rows_of.blocks[size_t(b * rows_of.max_blocks + j)] = id;
+      }
     }
   }
   const llm::AttentionParams p = llm::read_attention(args.attrs, args.num_attrs, q.shape[3]);
   return visit_floating(
       q.dtype,
       [&](auto tag) {
-        attention_rows<typename decltype(tag)::type>(args, p, lengths);
+        attention_rows<typename decltype(tag)::type>(args, p, lengths, rows_of);
         return gk_status{GK_OK};
       },
       [&] {
         return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtype ", dtype_name(q.dtype));
       });
+}
+
+// ---- kv_cache_write ----
+
+gk_status check_kv_cache_write(const gk_kernel_args& args, std::string& message) {
+  if (gk_status s = check_counts(args, 3, 3, 1, message)) return s;
+  if (gk_status s = check_dtype(args, args.inputs[0], "input 'cache'", kFloatingDtypes, message))
+    return s;
+  if (gk_status s = check_dtype(args, args.inputs[1], "input 'src'", kFloatingDtypes, message))
+    return s;
+  if (gk_status s = check_dtype(args, args.inputs[2], "input 'slots'", {GK_DTYPE_I32}, message))
+    return s;
+  return check_same_dtype(args, args.outputs[0], "output 'out'", args.inputs[0].dtype,
+                          "input 'cache'", message);
+}
+
+template <class S, class D>
+void kv_cache_rows(const gk_kernel_args& args, const gk_plugin_tensor& src,
+                   const std::vector<int64_t>& slots) {
+  const gk_plugin_tensor& cache = args.outputs[0];
+  const int64_t block_size = cache.shape[1], H = cache.shape[2], Dh = cache.shape[3];
+  for (size_t n = 0; n < slots.size(); ++n) {
+    const int64_t block = slots[n] / block_size, row = slots[n] % block_size;
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t d = 0; d < Dh; ++d) {
+        store<D>(at(cache, {block, row, h, d}), double(load<S>(at(src, {int64_t(n), h, d}))));
+      }
+    }
+  }
+}
+
+gk_status run_kv_cache_write(const gk_kernel_args& args, std::string& message) {
+  const gk_plugin_tensor& cache = args.inputs[0];
+  const gk_plugin_tensor& slots = args.inputs[2];
+  const gk_plugin_tensor& out = args.outputs[0];
+  if (gk_status s = check_ndim(args, cache, "input 'cache'", 4, message)) return s;
+  const std::vector<int64_t> cshape(cache.shape, cache.shape + 4);
+  if (gk_status s = check_shape(args, out, "output 'out'", cshape, message)) return s;
+  bool same = out.data == cache.data;
+  for (int32_t d = 0; same && d < 4; ++d) same = out.strides[d] == cache.strides[d];
+  if (!same) {
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op,
+                "': output 'out' must be input 'cache' itself (the op changes it in place)");
+  }
+  // src as [N, H, Dh]: a leading dimension of 1 is dropped.
+  gk_plugin_tensor src = args.inputs[1];
+  if (src.ndim == 4 && src.shape[0] == 1) {
+    src.shape = args.inputs[1].shape + 1;
+    src.strides = args.inputs[1].strides + 1;
+    src.ndim = 3;
+  }
+  if (src.ndim != 3 || src.shape[1] != cache.shape[2] || src.shape[2] != cache.shape[3]) {
+    return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'src' has shape ",
+                shape_string(args.inputs[1]), "; expected [rows, ", cache.shape[2], ", ",
+                cache.shape[3], "] or [1, rows, ", cache.shape[2], ", ", cache.shape[3], "]");
+  }
+  const int64_t N = src.shape[0];
+  if (gk_status s = check_shape(args, slots, "input 'slots'", {N}, message)) return s;
+  for (int32_t i = 0; i < 3; ++i) {
+    if (gk_status s = check_data(args, args.inputs[i], "an input", message)) return s;
+  }
+  // Every slot first, so that a bad one leaves the cache unwritten.
+  const int64_t capacity = cache.shape[0] * cache.shape[1];
+  std::vector<int64_t> rows(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t slot = load<int32_t>(at(slots, {n}));
+    if (slot < 0 || slot >= capacity) {
+      return fail(message, GK_INVALID_ARGUMENT, "op '", args.op, "': input 'slots' holds ", slot,
+                  " at [", n, "], outside the cache's ", capacity, " slots (", cache.shape[0],
+                  " blocks of ", cache.shape[1], "; valid slots: 0..", capacity - 1, ")");
+    }
+    rows[size_t(n)] = slot;
+  }
+  auto unsupported = [&] {
+    return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': dtypes ", dtype_name(src.dtype),
+                " into ", dtype_name(cache.dtype));
+  };
+  return visit_floating(
+      src.dtype,
+      [&](auto src_tag) {
+        return visit_floating(
+            cache.dtype,
+            [&](auto cache_tag) {
+              kv_cache_rows<typename decltype(src_tag)::type, typename decltype(cache_tag)::type>(
+                  args, src, rows);
+              return gk_status{GK_OK};
+            },
+            unsupported);
+      },
+      unsupported);
 }
 
 // ---- sample ----
@@ -463,6 +612,7 @@ constexpr OpDef kOps[] = {
     {"embedding", &check_embedding, &run_embedding},
     {"rope", &check_rope, &run_rope},
     {"attention", &check_attention, &run_attention},
+    {"kv_cache_write", &check_kv_cache_write, &run_kv_cache_write},
     {"sample", &check_sample, &run_sample},
 };
 

@@ -9,6 +9,7 @@
 
 #include "llm/attention.cuh"
 #include "llm/embedding.cuh"
+#include "llm/kv_cache_write.cuh"
 #include "llm/llm_params.h"
 #include "llm/rope.cuh"
 #include "llm/sample.cuh"
@@ -171,12 +172,13 @@ bool resolve(const gk_kernel_args* args, RopeCall* c, std::string* why) {
 // ---- attention ----
 
 struct AttentionCall {
-  kl::View q, k, v, lengths, out;
+  kl::View q, k, v, lengths, table, out;
   gk::llm::AttentionParams p;
 };
 
 bool resolve(const gk_kernel_args* args, AttentionCall* c, std::string* why) {
-  if (!counts(args, 3, 4, why)) return false;
+  if (!counts(args, 3, 5, why)) return false;
+  const bool paged = args->num_inputs == 5;
   if (!to_view(args, args->inputs[0], "input 'q'", 4, &c->q, why) ||
       !to_view(args, args->inputs[1], "input 'k'", 4, &c->k, why) ||
       !to_view(args, args->inputs[2], "input 'v'", 4, &c->v, why) ||
@@ -187,22 +189,78 @@ bool resolve(const gk_kernel_args* args, AttentionCall* c, std::string* why) {
       c->out.dtype != c->q.dtype) {
     return fail(why, args, "q, k, v and out need one dtype of f32, f16, bf16");
   }
-  if (!same_dims(c->k, c->v) || c->k.shape[0] != c->q.shape[0] || c->k.shape[3] != c->q.shape[3] ||
-      c->k.shape[2] == 0 || c->q.shape[2] % c->k.shape[2] != 0 || !same_dims(c->q, c->out)) {
+  if (!same_dims(c->k, c->v) || (!paged && c->k.shape[0] != c->q.shape[0]) ||
+      (paged && c->k.shape[1] == 0) || c->k.shape[3] != c->q.shape[3] || c->k.shape[2] == 0 ||
+      c->q.shape[2] % c->k.shape[2] != 0 || !same_dims(c->q, c->out)) {
     return fail(why, args,
                 "shapes q " + shape_text(c->q) + ", k " + shape_text(c->k) + ", v " +
                     shape_text(c->v) + ", out " + shape_text(c->out) + " do not fit together");
   }
-  if (args->num_inputs == 4) {
+  if (args->num_inputs >= 4) {
     if (!to_view(args, args->inputs[3], "input 'kv_lengths'", 1, &c->lengths, why)) return false;
     if (c->lengths.dtype != kl::DType::i32 || c->lengths.shape[0] != c->q.shape[0]) {
       return fail(why, args,
                   "input 'kv_lengths' must be i32 [" + std::to_string(c->q.shape[0]) + "]");
     }
   }
+  if (paged) {
+    if (!to_view(args, args->inputs[4], "input 'block_table'", 2, &c->table, why)) return false;
+    if (c->table.dtype != kl::DType::i32 || c->table.shape[0] != c->q.shape[0]) {
+      return fail(
+          why, args,
+          "input 'block_table' must be i32 [" + std::to_string(c->q.shape[0]) + ", max_blocks]");
+    }
+  }
   const std::string refusal = kl::attention_refusal(c->q);
   if (!refusal.empty()) return fail(why, args, refusal);
   c->p = gk::llm::read_attention(args->attrs, args->num_attrs, c->q.shape[3]);
+  return true;
+}
+
+// ---- kv_cache_write ----
+
+struct KvCacheWriteCall {
+  kl::View cache, src, slots;
+};
+
+bool resolve(const gk_kernel_args* args, KvCacheWriteCall* c, std::string* why) {
+  if (!counts(args, 3, 3, why)) return false;
+  kl::View out;
+  if (!to_view(args, args->inputs[0], "input 'cache'", 4, &c->cache, why) ||
+      !to_view(args, args->inputs[1], "input 'src'", -1, &c->src, why) ||
+      !to_view(args, args->inputs[2], "input 'slots'", 1, &c->slots, why) ||
+      !to_view(args, args->outputs[0], "output 'out'", 4, &out, why)) {
+    return false;
+  }
+  if (!floating(c->cache.dtype) || !floating(c->src.dtype)) {
+    return fail(why, args, "input 'cache' and input 'src' need dtypes of f32, f16, bf16");
+  }
+  bool same = out.data == c->cache.data && out.dtype == c->cache.dtype;
+  for (int d = 0; same && d < 4; ++d) {
+    same = out.shape[d] == c->cache.shape[d] && out.strides[d] == c->cache.strides[d];
+  }
+  if (!same) {
+    return fail(why, args,
+                "output 'out' must be input 'cache' itself (the op changes it in place)");
+  }
+  // src as [N, H, Dh]: a leading dimension of 1 is dropped.
+  if (c->src.ndim == 4 && c->src.shape[0] == 1) {
+    for (int d = 0; d < 3; ++d) {
+      c->src.shape[d] = c->src.shape[d + 1];
+      c->src.strides[d] = c->src.strides[d + 1];
+    }
+    c->src.ndim = 3;
+  }
+  if (c->src.ndim != 3 || c->src.shape[1] != c->cache.shape[2] ||
+      c->src.shape[2] != c->cache.shape[3]) {
+    return fail(why, args,
+                "input 'src' " + shape_text(c->src) + " must be [rows, " +
+                    std::to_string(c->cache.shape[2]) + ", " + std::to_string(c->cache.shape[3]) +
+                    "] or [1, rows, ...] for input 'cache' " + shape_text(c->cache));
+  }
+  if (c->slots.dtype != kl::DType::i32 || c->slots.shape[0] != c->src.shape[0]) {
+    return fail(why, args, "input 'slots' must be i32 [" + std::to_string(c->src.shape[0]) + "]");
+  }
   return true;
 }
 
@@ -233,7 +291,7 @@ bool resolve(const gk_kernel_args* args, SampleCall* c, std::string* why) {
 }  // namespace
 
 bool llm_serves(const char* op) {
-  for (const char* name : {"embedding", "rope", "attention", "sample"}) {
+  for (const char* name : {"embedding", "rope", "attention", "kv_cache_write", "sample"}) {
     if (std::strcmp(op, name) == 0) return true;
   }
   return false;
@@ -250,6 +308,10 @@ bool llm_supports(const gk_kernel_args* args, std::string* why) {
   }
   if (std::strcmp(args->op, "attention") == 0) {
     AttentionCall c;
+    return resolve(args, &c, why);
+  }
+  if (std::strcmp(args->op, "kv_cache_write") == 0) {
+    KvCacheWriteCall c;
     return resolve(args, &c, why);
   }
   SampleCall c;
@@ -281,11 +343,17 @@ gk_status llm_launch(const gk_kernel_args* args, LaunchContext& ctx) {
     AttentionCall c;
     if (!resolve(args, &c, &why)) return refuse();
     void* ws = nullptr;
-    const gk_status st = ctx.workspace(kl::attention_workspace_bytes(c.q, c.k), &ws);
+    const gk_status st = ctx.workspace(kl::attention_workspace_bytes(c.q, c.k, c.table), &ws);
     if (st != GK_OK) return st;
-    return ctx.check(kl::launch_attention(c.q, c.k, c.v, c.lengths, c.out, float(c.p.scale),
-                                          c.p.causal, ws, ctx.stream()),
+    return ctx.check(kl::launch_attention(c.q, c.k, c.v, c.lengths, c.table, c.out,
+                                          float(c.p.scale), c.p.causal, ws, ctx.stream()),
                      "attention kernel launch");
+  }
+  if (std::strcmp(args->op, "kv_cache_write") == 0) {
+    KvCacheWriteCall c;
+    if (!resolve(args, &c, &why)) return refuse();
+    return ctx.check(kl::launch_kv_cache_write(c.cache, c.src, c.slots, ctx.stream()),
+                     "kv_cache_write kernel launch");
   }
   SampleCall c;
   if (!resolve(args, &c, &why)) return refuse();

@@ -133,6 +133,61 @@ TEST(LlmOpRules, attention_checks_gqa_shapes_lengths_and_attributes) {
             std::string::npos);
 }
 
+TEST(LlmOpRules, paged_attention_takes_a_block_pool_and_a_block_table_and_names_bad_ones) {
+  // 3 sequences over a pool of 40 blocks of 16 positions: k's first dimension is the pool's.
+  const gk_tensor_desc q = d(kBF16, {3, 1, 8, 64}), pool = d(kBF16, {40, 16, 2, 64});
+  const gk_tensor_desc lengths = d(kI32, {3}), table = d(kI32, {3, 5});
+  EXPECT_EQ(shape_of(infer1("attention", {q, pool, pool, lengths, table})), shape_of(q));
+  EXPECT_NE(error_of("attention", {q, pool, pool, lengths, d(kI64, {3, 5})})
+                .find("input 'block_table' has dtype i64"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention", {q, pool, pool, lengths, d(kI32, {2, 5})})
+                .find("input 'block_table' has shape [2, 5]; expected [3, max_blocks]"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention", {q, pool, pool, lengths, d(kI32, {15})})
+                .find("input 'block_table' has shape [15]"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention", {q, pool, pool, d(kI32, {1}), table})
+                .find("a block_table needs the lengths"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention",
+                     {q, d(kBF16, {40, 16, 2, 32}), d(kBF16, {40, 16, 2, 32}), lengths, table})
+                .find("expected head_dim 64"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("attention", {q, d(kBF16, {40, 0, 2, 64}), d(kBF16, {40, 0, 2, 64}), lengths, table})
+          .find("block_size (dimension 1) of at least 1"),
+      std::string::npos);
+  EXPECT_NE(error_of("attention", {q, d(kBF16, {40, 16, 2}), d(kBF16, {40, 16, 2}), lengths, table})
+                .find("[num_blocks, block_size, kv_heads, head_dim]"),
+            std::string::npos);
+}
+
+TEST(LlmOpRules, kv_cache_write_updates_the_pool_and_names_bad_rows_and_slots) {
+  const gk_tensor_desc pool = d(kBF16, {40, 16, 2, 64});
+  EXPECT_EQ(shape_of(infer1("kv_cache_write", {pool, d(kF32, {5, 2, 64}), d(kI32, {5})})),
+            shape_of(pool));
+  const gk_tensor_desc out = infer1("kv_cache_write", {pool, d(kF32, {1, 5, 2, 64}), d(kI32, {5})});
+  EXPECT_EQ(out.dtype, kBF16);
+  EXPECT_NE(
+      error_of("kv_cache_write", {pool, d(kF32, {5, 3, 64}), d(kI32, {5})})
+          .find("input 'src' has shape [5, 3, 64]; expected [rows, 2, 64] or [1, rows, 2, 64]"),
+      std::string::npos);
+  EXPECT_NE(error_of("kv_cache_write", {pool, d(kF32, {2, 5, 2, 64}), d(kI32, {5})})
+                .find("input 'src' has shape [2, 5, 2, 64]"),
+            std::string::npos);
+  EXPECT_NE(error_of("kv_cache_write", {pool, d(kF32, {5, 2, 64}), d(kI32, {4})})
+                .find("input 'slots' has shape [4]; expected [5]"),
+            std::string::npos);
+  EXPECT_NE(error_of("kv_cache_write", {pool, d(kF32, {5, 2, 64}), d(kI64, {5})})
+                .find("input 'slots' has dtype i64"),
+            std::string::npos);
+  EXPECT_NE(error_of("kv_cache_write", {d(kBF16, {16, 2, 64}), d(kF32, {5, 2, 64}), d(kI32, {5})})
+                .find("input 'cache' has shape [16, 2, 64]"),
+            std::string::npos);
+  EXPECT_EQ(OpRegistry::instance().get("kv_cache_write").updates_input, 0);
+}
+
 TEST(LlmOpRules, sample_gives_i32_ids_and_checks_its_parameters) {
   const gk_tensor_desc out = infer1("sample", {d(kF32, {4, 1000})});
   EXPECT_EQ(out.dtype, kI32);

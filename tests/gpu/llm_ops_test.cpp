@@ -1,10 +1,11 @@
 // The llm ops on a CUDA device (llm_cuda) against the cpu reference on the same inputs:
-// embedding, rope, attention (GQA, causal offsets, kv_lengths, strided cache views) and
-// sample. Inputs are built on the cpu device, rounded to the dtype there and copied over,
-// so both sides read the same values; GPU outputs are poisoned (NaN) first. Skips, saying
-// why, without a CUDA device.
+// embedding, rope, attention (GQA, causal offsets, kv_lengths, strided cache views, block
+// pools), kv_cache_write and sample. Inputs are built on the cpu device, rounded to the
+// dtype there and copied over, so both sides read the same values; GPU outputs are poisoned
+// (NaN) first. Skips, saying why, without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -327,6 +328,119 @@ TEST_F(LlmGpu, prefill_attention_on_sm90_is_served_by_attention_sm90) {
   EXPECT_NE(chosen(GK_DTYPE_BF16, 1, 128).find("llm_cuda"), std::string::npos);
   EXPECT_NE(chosen(GK_DTYPE_BF16, 32, 64).find("llm_cuda"), std::string::npos);
   EXPECT_NE(chosen(GK_DTYPE_F32, 256, 64).find("llm_cuda"), std::string::npos);
+}
+
+// Paged attention: k and v as block pools read through a shuffled block table, against the
+// cpu reference on the same pool; decode (the batched step of the model runner) and
+// prefill (f16/bf16 with Dh 64 or 128 and Tq >= 16 on the tensor-core kernel). A block id
+// outside the pool holds no keys on the device, on either kernel (the cpu refuses it).
+TEST_F(LlmGpu, paged_attention_matches_the_cpu_and_reads_blocks_outside_the_pool_as_no_keys) {
+  struct Case {
+    int64_t B, Tq, Hq, Hkv, D, block_size;
+    std::vector<double> lengths;
+    bool causal;
+  };
+  const std::vector<Case> cases = {
+      {32, 1, 32, 8, 64, 16, {}, true},            // batched decode, Llama-3.2-1B heads
+      {3, 1, 8, 2, 128, 16, {1000, 17, 1}, true},  // long and short sequences; split keys
+      {2, 20, 8, 2, 64, 16, {40, 20}, true},       // prefill after a prefix
+      {2, 5, 4, 4, 80, 3, {7, 0}, false},          // odd block size, an empty sequence
+      {1, 150, 8, 2, 128, 16, {400}, true},        // tensor cores: prefill after a prefix
+      {2, 70, 4, 4, 64, 32, {300, 70}, false},     // tensor cores: two tile sizes of keys
+  };
+  std::uniform_int_distribution<int> length_of(1, 300);
+  for (const Case& c : cases) {
+    for (int32_t dtype : kFloat) {
+      std::vector<double> lengths = c.lengths;
+      for (int64_t b = int64_t(lengths.size()); b < c.B; ++b) lengths.push_back(length_of(rng_));
+      int64_t max_len = 1;
+      for (double l : lengths) max_len = std::max(max_len, int64_t(l));
+      const int64_t per_seq = (max_len + c.block_size - 1) / c.block_size;
+      const int64_t num_blocks = c.B * per_seq + 5;
+      std::vector<double> ids(static_cast<size_t>(num_blocks));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = double(i);
+      std::shuffle(ids.begin(), ids.end(), rng_);
+      ids.resize(size_t(c.B * per_seq));
+      TensorPtr q = random_cpu(dtype, {c.B, c.Tq, c.Hq, c.D});
+      TensorPtr kp = random_cpu(dtype, {num_blocks, c.block_size, c.Hkv, c.D});
+      TensorPtr vp = random_cpu(dtype, {num_blocks, c.block_size, c.Hkv, c.D});
+      TensorPtr len = cpu(GK_DTYPE_I32, {c.B}, lengths);
+      TensorPtr table = cpu(GK_DTYPE_I32, {c.B, per_seq}, ids);
+      const std::vector<A> attrs = {ia("causal", c.causal)};
+      TensorPtr ref = make_tensor(rt_.get(), dtype, {c.B, c.Tq, c.Hq, c.D}, 0);
+      must(call("attention", {q.get(), kp.get(), vp.get(), len.get(), table.get()}, {ref.get()},
+                attrs),
+           "cpu");
+      TensorPtr gq = gpu_copy(q.get()), gkp = gpu_copy(kp.get()), gvp = gpu_copy(vp.get());
+      TensorPtr glen = gpu_copy(len.get()), gtable = gpu_copy(table.get());
+      TensorPtr out = gpu_poisoned(dtype, {c.B, c.Tq, c.Hq, c.D});
+      must(call("attention", {gq.get(), gkp.get(), gvp.get(), glen.get(), gtable.get()},
+                {out.get()}, attrs),
+           "gpu");
+      EXPECT_LE(rel_error(values(ref.get()), values(out.get())), tol(dtype))
+          << gk_dtype_name(dtype) << " B " << c.B << " Tq " << c.Tq << " block_size "
+          << c.block_size;
+    }
+  }
+  // Sequence 0's second block and all of sequence 1's are outside the pool: sequence 0
+  // sees its first 16 keys only (the cpu, on a table of those alone, is the reference) and
+  // sequence 1 no key at all. Decode (split-key kernel) and a 16-query prefill (tensor
+  // cores).
+  for (int64_t tq : {1, 16}) {
+    const int32_t dtype = tq == 1 ? GK_DTYPE_F32 : GK_DTYPE_BF16;
+    TensorPtr q = random_cpu(dtype, {2, tq, 2, 64});
+    TensorPtr pool = random_cpu(dtype, {4, 16, 1, 64});
+    TensorPtr ref = make_tensor(rt_.get(), dtype, {1, tq, 2, 64}, 0);
+    TensorPtr gq = gpu_copy(q.get()), gpool = gpu_copy(pool.get());
+    TensorPtr len = gpu_copy(cpu(GK_DTYPE_I32, {2}, {20, 5}).get());
+    TensorPtr table = gpu_copy(cpu(GK_DTYPE_I32, {2, 2}, {2, -7, 4, 9}).get());
+    TensorPtr out = gpu_poisoned(dtype, {2, tq, 2, 64});
+    must(call("attention", {gq.get(), gpool.get(), gpool.get(), len.get(), table.get()},
+              {out.get()}, {ia("causal", 0)}),
+         "gpu, block ids outside the pool");
+    const std::vector<double> v = values(out.get());
+    const size_t per_seq = size_t(tq * 2 * 64);
+    for (size_t i = per_seq; i < 2 * per_seq; ++i) {
+      EXPECT_EQ(v[i], 0.0) << "Tq " << tq << ", sequence 1 element " << i - per_seq;
+    }
+    // Sequence 0 against the cpu over block 2's 16 keys.
+    std::vector<double> qv = values(q.get());
+    qv.resize(per_seq);
+    TensorPtr q_seq0 = cpu(dtype, {1, tq, 2, 64}, qv);
+    TensorPtr one_len = cpu(GK_DTYPE_I32, {1}, {16});
+    TensorPtr one_table = cpu(GK_DTYPE_I32, {1, 1}, {2});
+    must(call("attention", {q_seq0.get(), pool.get(), pool.get(), one_len.get(), one_table.get()},
+              {ref.get()}, {ia("causal", 0)}),
+         "cpu, the valid block alone");
+    std::vector<double> got(v.begin(), v.begin() + long(per_seq));
+    EXPECT_LE(rel_error(values(ref.get()), got), tol(dtype)) << "Tq " << tq;
+  }
+}
+
+// The cache append: rows cast into their slots of a pool, the same bits as the cpu's; a
+// slot outside the pool is skipped on the device (the cpu refuses it).
+TEST_F(LlmGpu, kv_cache_write_matches_the_cpu_and_skips_slots_outside_the_pool) {
+  for (int32_t pool_dtype : kFloat) {
+    for (int32_t src_dtype : kFloat) {
+      TensorPtr pool = random_cpu(pool_dtype, {6, 16, 2, 64});
+      TensorPtr src = random_cpu(src_dtype, {1, 5, 2, 64});
+      TensorPtr slots = cpu(GK_DTYPE_I32, {5}, {0, 95, 17, 16, 40});
+      TensorPtr gpool = gpu_copy(pool.get()), gsrc = gpu_copy(src.get());
+      TensorPtr gslots = gpu_copy(slots.get());
+      must(call("kv_cache_write", {pool.get(), src.get(), slots.get()}, {pool.get()}, {}), "cpu");
+      must(call("kv_cache_write", {gpool.get(), gsrc.get(), gslots.get()}, {gpool.get()}, {}),
+           "gpu");
+      EXPECT_EQ(values(gpool.get()), values(pool.get()))
+          << gk_dtype_name(src_dtype) << " into " << gk_dtype_name(pool_dtype);
+    }
+  }
+  TensorPtr pool = random_cpu(GK_DTYPE_BF16, {2, 4, 1, 8});
+  TensorPtr gpool = gpu_copy(pool.get());
+  TensorPtr src = gpu_copy(random_cpu(GK_DTYPE_F32, {3, 1, 8}).get());
+  TensorPtr slots = gpu_copy(cpu(GK_DTYPE_I32, {3}, {-1, 8, 100}).get());
+  must(call("kv_cache_write", {gpool.get(), src.get(), slots.get()}, {gpool.get()}, {}),
+       "gpu, slots outside the pool");
+  EXPECT_EQ(values(gpool.get()), values(pool.get()));
 }
 
 TEST_F(LlmGpu, sample_greedy_equals_the_cpu_and_seeded_draws_agree_and_replay) {

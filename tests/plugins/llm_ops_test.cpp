@@ -1,13 +1,16 @@
-// The cpu plugin's llm ops (embedding, rope, attention, sample) against float64 references
-// written here from the definitions in docs/ops.md, on fresh random inputs, with outputs
-// poisoned (NaN) before each call so that an unwritten element fails.
+// The cpu plugin's llm ops (embedding, rope, attention, kv_cache_write, sample) against
+// float64 references written here from the definitions in docs/ops.md, on fresh random
+// inputs, with outputs poisoned (NaN) before each call so that an unwritten element fails.
+// Paged attention is checked against attention over the same keys laid out per sequence.
 //
 // The seed is new each run and printed on failure; GPUKIT_TEST_SEED=<n> replays a run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "plugin_harness.h"
@@ -330,6 +333,176 @@ TEST_F(LlmOps, attention_refuses_a_kv_length_beyond_the_cache_naming_it) {
   const CallResult r = plugin_->call("attention", {q, k, k, ints(kI32, {2}, {4, 5})}, {out});
   EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
   EXPECT_NE(r.error.find("holds 5 for sequence 1; expected 0..4"), std::string::npos) << r.error;
+}
+
+// ---- paged attention and kv_cache_write ----
+
+// A block pool [num_blocks, block_size, H, D] holding the first blocks_per_seq * block_size
+// positions of each sequence of `cache` [B, capacity, H, D] at the blocks `table` names
+// (row-major [B, blocks_per_seq]); every other element is NaN, so a read outside the
+// sequence's blocks shows.
+Tensor pool_of(const Tensor& cache, int64_t num_blocks, int64_t block_size,
+               const std::vector<int32_t>& table, int64_t blocks_per_seq) {
+  const int64_t B = cache.shape()[0], cap = cache.shape()[1], H = cache.shape()[2],
+                D = cache.shape()[3];
+  Tensor pool = Tensor::contiguous(cache.dtype(), {num_blocks, block_size, H, D});
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = 0; j < blocks_per_seq * block_size && j < cap; ++j) {
+      const int64_t block = table[size_t(b * blocks_per_seq + j / block_size)];
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t d = 0; d < D; ++d) {
+          pool.set_flat(((block * block_size + j % block_size) * H + h) * D + d,
+                        cache.at({b, j, h, d}));
+        }
+      }
+    }
+  }
+  return pool;
+}
+
+// Distinct block ids for B sequences of `per_seq` blocks in a pool of `num_blocks`, shuffled.
+std::vector<int32_t> shuffled_blocks(std::mt19937_64& rng, int64_t num_blocks, int64_t count) {
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
+TEST_F(LlmOps, paged_attention_equals_attention_over_the_same_keys_for_any_block_size) {
+  struct Case {
+    int64_t B, Tq, Hq, Hkv, D;
+    std::vector<int64_t> lengths;
+    bool causal;
+  };
+  const std::vector<Case> cases = {
+      {3, 1, 8, 2, 16, {9, 1, 17}, true},  // decode, GQA 4:1, lengths across block edges
+      {1, 6, 4, 4, 8, {6}, true},          // prefill
+      {2, 3, 4, 1, 8, {7, 3}, true},       // chunked prefill, L = Tq for one sequence
+      {2, 4, 6, 3, 8, {5, 2}, true},       // L < Tq: early rows see no key
+      {2, 2, 2, 2, 8, {0, 4}, false},      // an empty sequence; not causal
+  };
+  for (const Case& c : cases) {
+    for (int64_t block_size : {1, 3, 16}) {
+      for (int32_t dtype : kFloating) {
+        const int64_t max_len = *std::max_element(c.lengths.begin(), c.lengths.end());
+        const int64_t per_seq = std::max<int64_t>(1, (max_len + block_size - 1) / block_size);
+        const int64_t capacity = per_seq * block_size;
+        const int64_t num_blocks = c.B * per_seq + 3;  // three blocks no sequence holds
+        const Tensor q = random(dtype, {c.B, c.Tq, c.Hq, c.D});
+        const Tensor k = random(dtype, {c.B, capacity, c.Hkv, c.D});
+        const Tensor v = random(dtype, {c.B, capacity, c.Hkv, c.D});
+        const std::vector<int32_t> ids = shuffled_blocks(rng_, num_blocks, c.B * per_seq);
+        const Tensor k_pool = pool_of(k, num_blocks, block_size, ids, per_seq);
+        const Tensor v_pool = pool_of(v, num_blocks, block_size, ids, per_seq);
+        const Tensor lengths =
+            ints(kI32, {c.B}, std::vector<double>(c.lengths.begin(), c.lengths.end()));
+        const Tensor table =
+            ints(kI32, {c.B, per_seq}, std::vector<double>(ids.begin(), ids.end()));
+        Attrs attrs;
+        attrs.i("causal", c.causal);
+        Tensor want = Tensor::contiguous(dtype, {c.B, c.Tq, c.Hq, c.D});
+        ASSERT_TRUE(plugin_->call("attention", {q, k, v, lengths}, {want}, attrs).ok());
+        Tensor got = Tensor::contiguous(dtype, {c.B, c.Tq, c.Hq, c.D});
+        const CallResult r =
+            plugin_->call("attention", {q, k_pool, v_pool, lengths, table}, {got}, attrs);
+        ASSERT_TRUE(r.ok()) << r.describe();
+        EXPECT_EQ(got.element_bytes(), want.element_bytes())
+            << "B " << c.B << " Tq " << c.Tq << " block_size " << block_size << " "
+            << dtype_label(dtype);
+      }
+    }
+  }
+}
+
+TEST_F(LlmOps, paged_attention_refuses_a_block_id_outside_the_pool_naming_its_position) {
+  const Tensor q = random(kF32, {2, 1, 2, 8});
+  const Tensor pool = random(kF32, {4, 2, 1, 8});
+  const Tensor lengths = ints(kI32, {2}, {3, 1});
+  for (double bad : {4.0, -1.0}) {
+    // Sequence 0 reads blocks 0 and 1 of its row; block [0, 1] is out of the pool.
+    const Tensor table = ints(kI32, {2, 2}, {2, bad, 0, 7});
+    Tensor out = Tensor::contiguous(kF32, {2, 1, 2, 8});
+    const CallResult r = plugin_->call("attention", {q, pool, pool, lengths, table}, {out});
+    EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+    EXPECT_NE(r.error.find("holds " + std::to_string(int64_t(bad)) + " at [0, 1]"),
+              std::string::npos)
+        << r.error;
+    EXPECT_NE(r.error.find("valid ids: 0..3"), std::string::npos) << r.error;
+  }
+  // An entry past a sequence's length is not read: 7 above never was.
+  const Tensor table = ints(kI32, {2, 2}, {2, 3, 0, 7});
+  Tensor out = Tensor::contiguous(kF32, {2, 1, 2, 8});
+  EXPECT_TRUE(plugin_->call("attention", {q, pool, pool, lengths, table}, {out}).ok());
+  // A length beyond the row's blocks names both numbers.
+  const CallResult r =
+      plugin_->call("attention", {q, pool, pool, ints(kI32, {2}, {5, 1}), table}, {out});
+  EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+  EXPECT_NE(r.error.find("holds 5 for sequence 0; expected 0..4"), std::string::npos) << r.error;
+}
+
+TEST_F(LlmOps, kv_cache_write_casts_rows_into_their_slots_and_leaves_the_rest) {
+  for (int32_t pool_dtype : kFloating) {
+    for (int32_t src_dtype : {kF32, kBF16}) {
+      // src as a [1, N, H, D] view of every other token of a wider projection.
+      const Tensor wide = random(src_dtype, {1, 10, 2, 4});
+      const Tensor src = wide.slice(1, 0, 10, 2);
+      const Tensor slots = ints(kI32, {5}, {0, 11, 5, 6, 2});
+      Tensor pool = random(pool_dtype, {3, 4, 2, 4});
+      const std::vector<double> before = pool.values();
+      const CallResult r = plugin_->call("kv_cache_write", {pool, src, slots}, {pool});
+      ASSERT_TRUE(r.ok()) << r.describe();
+      std::vector<double> want = before;
+      // The source value rounded to the pool's dtype, as a cast would.
+      Tensor rounded = Tensor::contiguous(pool_dtype, {5, 2, 4});
+      rounded.set_values(src.values());
+      const std::vector<double> rows = rounded.values();
+      for (int64_t n = 0; n < 5; ++n) {
+        const int64_t slot = int64_t(slots.at({n}));
+        for (int64_t e = 0; e < 8; ++e) want[size_t(slot * 8 + e)] = rows[size_t(n * 8 + e)];
+      }
+      EXPECT_EQ(compare(pool, want, 0.0), "")
+          << dtype_label(src_dtype) << " into " << dtype_label(pool_dtype);
+    }
+  }
+  // [N, H, D] rows are taken as they are.
+  const Tensor src = random(kF32, {2, 2, 4});
+  Tensor pool = random(kF32, {2, 2, 2, 4});
+  ASSERT_TRUE(plugin_->call("kv_cache_write", {pool, src, ints(kI32, {2}, {3, 0})}, {pool}).ok());
+  for (int64_t e = 0; e < 8; ++e) {
+    EXPECT_EQ(pool.get_flat(3 * 8 + e), src.get_flat(e));
+    EXPECT_EQ(pool.get_flat(e), src.get_flat(8 + e));
+  }
+}
+
+TEST_F(LlmOps, kv_cache_write_refuses_a_slot_outside_the_cache_and_other_shapes_and_outputs) {
+  const Tensor src = random(kF32, {3, 2, 4});
+  for (double bad : {12.0, -1.0}) {
+    Tensor pool = random(kF32, {3, 4, 2, 4});
+    const std::vector<double> before = pool.values();
+    const CallResult r =
+        plugin_->call("kv_cache_write", {pool, src, ints(kI32, {3}, {0, 1, bad})}, {pool});
+    EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+    EXPECT_NE(r.error.find("holds " + std::to_string(int64_t(bad)) + " at [2]"), std::string::npos)
+        << r.error;
+    EXPECT_NE(r.error.find("valid slots: 0..11"), std::string::npos) << r.error;
+    EXPECT_EQ(pool.values(), before) << "a refused call wrote into the cache";
+  }
+  Tensor pool = random(kF32, {3, 4, 2, 4});
+  const Tensor slots = ints(kI32, {3}, {0, 1, 2});
+  CallResult r = plugin_->call("kv_cache_write", {pool, random(kF32, {3, 1, 4}), slots}, {pool});
+  EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+  EXPECT_NE(r.error.find("input 'src' has shape [3, 1, 4]; expected [rows, 2, 4]"),
+            std::string::npos)
+      << r.error;
+  r = plugin_->call("kv_cache_write", {pool, src, ints(kI32, {2}, {0, 1})}, {pool});
+  EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+  EXPECT_NE(r.error.find("input 'slots' has shape [2]; expected [3]"), std::string::npos)
+      << r.error;
+  Tensor other = random(kF32, {3, 4, 2, 4});
+  r = plugin_->call("kv_cache_write", {pool, src, slots}, {other});
+  EXPECT_EQ(r.launch, GK_INVALID_ARGUMENT);
+  EXPECT_NE(r.error.find("must be input 'cache' itself"), std::string::npos) << r.error;
 }
 
 // ---- sample ----

@@ -156,7 +156,8 @@ struct MemorySpan {
 }
 
 // Refuses outputs whose memory overlaps an input's or another output's. An elementwise op
-// (OpSchema::in_place) may write an output over an input of the same layout exactly.
+// (OpSchema::in_place) may write an output over an input of the same layout exactly; an op
+// that updates an input (OpSchema::updates_input) must.
 void check_outputs_apart(const OpSchema& schema, const CallArray<gk_tensor_desc>& input_descs,
                          const CallArray<const gk_tensor*>& input_tensors,
                          const CallArray<gk_tensor_desc>& output_descs,
@@ -165,6 +166,18 @@ void check_outputs_apart(const OpSchema& schema, const CallArray<gk_tensor_desc>
     return a.dtype == b.dtype && same_shape(a, b) &&
            std::equal(a.strides, a.strides + a.ndim, b.strides);
   };
+  if (schema.updates_input >= 0 && output_descs.size() > 0 &&
+      size_t(schema.updates_input) < input_descs.size()) {
+    const size_t i = size_t(schema.updates_input);
+    const MemorySpan in(*input_tensors.span()[i], input_descs.span()[i]);
+    const MemorySpan out(*output_tensors.span()[0], output_descs.span()[0]);
+    if (in.space != out.space || in.first != out.first ||
+        !same_layout(input_descs.span()[i], output_descs.span()[0])) {
+      fail(GK_INVALID_ARGUMENT, schema.name + ": output '" + schema.output_names[0] +
+                                    "' must be input '" + schema.input_names[i] + "' itself (" +
+                                    schema.name + " changes it in place)");
+    }
+  }
   for (size_t o = 0; o < output_descs.size(); ++o) {
     const gk_tensor_desc& od = output_descs.span()[o];
     const MemorySpan out(*output_tensors.span()[o], od);

@@ -1,7 +1,7 @@
 // The rules of the llm ops. Attribute values are read through kernels/llm/llm_params.h,
 // the same readers (and defaults) the plugins use, and refused here when out of range, so a
 // plugin can take what it reads at face value. Values held in tensors (ids, positions,
-// kv_lengths) are the plugins' to check: a rule sees only descriptors.
+// kv_lengths, block ids, slots) are the plugins' to check: a rule sees only descriptors.
 #include "dispatch/llm_ops.h"
 
 #include <algorithm>
@@ -126,7 +126,7 @@ OpSchema rope() {
 
 OpSchema attention() {
   OpSchema s{"attention",
-             {"q", "k", "v", "kv_lengths"},
+             {"q", "k", "v", "kv_lengths", "block_table"},
              3,
              {"out"},
              {{"scale", GK_ATTR_FLOAT}, {"causal", GK_ATTR_INT}},
@@ -137,15 +137,24 @@ OpSchema attention() {
     require_ndim(call, 0, 4, "[batch, q_tokens, q_heads, head_dim]");
     call.require_same_dtype(1, 0);
     call.require_same_dtype(2, 0);
-    require_ndim(call, 1, 4, "[batch, kv_tokens, kv_heads, head_dim]");
+    // With a block table, k and v are block pools that every sequence of the batch reads
+    // through its own row of the table.
+    const bool paged = call.num_inputs() == 5;
+    require_ndim(call, 1, 4,
+                 paged ? "[num_blocks, block_size, kv_heads, head_dim] (a block pool)"
+                       : "[batch, kv_tokens, kv_heads, head_dim]");
     call.require_same_shape(2, 1);
     const gk_tensor_desc& q = call.input(0);
     const gk_tensor_desc& k = call.input(1);
     const int64_t b = q.shape[0], hq = q.shape[2], dh = q.shape[3];
-    if (k.shape[0] != b || k.shape[3] != dh) {
-      call.fail_input(1, "has shape " + shape_text(k) + "; expected batch " + std::to_string(b) +
-                             " and head_dim " + std::to_string(dh) + " as input 'q' " +
-                             shape_text(q));
+    if ((!paged && k.shape[0] != b) || k.shape[3] != dh) {
+      call.fail_input(1, "has shape " + shape_text(k) + "; expected " +
+                             (paged ? "" : "batch " + std::to_string(b) + " and ") + "head_dim " +
+                             std::to_string(dh) + " as input 'q' " + shape_text(q));
+    }
+    if (paged && k.shape[1] == 0) {
+      call.fail_input(1, "has shape " + shape_text(k) +
+                             "; a block pool needs a block_size (dimension 1) of at least 1");
     }
     const int64_t hkv = k.shape[2];
     if (hkv == 0 || hq % hkv != 0) {
@@ -154,13 +163,22 @@ OpSchema attention() {
                              shape_text(q) + " must be a multiple of it (grouped-query " +
                              "attention)");
     }
-    if (call.num_inputs() == 4) {
+    if (call.num_inputs() >= 4) {
       call.require_dtype_in(3, {GK_DTYPE_I32});
       const gk_tensor_desc& len = call.input(3);
       if (len.ndim != 1 || len.shape[0] != b) {
         call.fail_input(3, "has shape " + shape_text(len) + "; expected [" + std::to_string(b) +
                                "] (one cache length per sequence of input 'q' " + shape_text(q) +
-                               ")");
+                               (paged ? "; a block_table needs the lengths" : "") + ")");
+      }
+    }
+    if (paged) {
+      call.require_dtype_in(4, {GK_DTYPE_I32});
+      const gk_tensor_desc& table = call.input(4);
+      if (table.ndim != 2 || table.shape[0] != b) {
+        call.fail_input(4, "has shape " + shape_text(table) + "; expected [" + std::to_string(b) +
+                               ", max_blocks] (one row of block ids per sequence of input 'q' " +
+                               shape_text(q) + ")");
       }
     }
     NormalAttrs& normal = call.normal();
@@ -173,6 +191,44 @@ OpSchema attention() {
     normal.set_float("scale", p.scale);
     normal.set_int("causal", causal);
     return std::vector<gk_tensor_desc>{make_desc(q.dtype, dims(q))};
+  };
+  return s;
+}
+
+// Rows of keys or values written into a block pool at flat slots (block * block_size + row):
+// the cache append of a paged KV cache, one call for every sequence of a step.
+OpSchema kv_cache_write() {
+  OpSchema s{"kv_cache_write", {"cache", "src", "slots"}, 3, {"out"}, {}, nullptr, nullptr};
+  // `out` is `cache` itself: only the rows at `slots` change.
+  s.in_place = true;
+  s.updates_input = 0;
+  s.infer = [](const OpCall& call) {
+    call.require_dtype_in(0, kFloating);
+    require_ndim(call, 0, 4, "[num_blocks, block_size, kv_heads, head_dim] (a block pool)");
+    call.require_dtype_in(1, kFloating);
+    call.require_dtype_in(2, {GK_DTYPE_I32});
+    const gk_tensor_desc& cache = call.input(0);
+    const gk_tensor_desc& src = call.input(1);
+    const gk_tensor_desc& slots = call.input(2);
+    // src is [N, H, Dh] or [1, N, H, Dh] (a step's k or v as the projections lay it out).
+    const bool rows3 = src.ndim == 3;
+    const bool rows4 = src.ndim == 4 && src.shape[0] == 1;
+    const int64_t n = rows3 ? src.shape[0] : (rows4 ? src.shape[1] : -1);
+    const int64_t h = rows3 ? src.shape[1] : (rows4 ? src.shape[2] : -1);
+    const int64_t dh = rows3 ? src.shape[2] : (rows4 ? src.shape[3] : -1);
+    if (n < 0 || h != cache.shape[2] || dh != cache.shape[3]) {
+      call.fail_input(1, "has shape " + shape_text(src) + "; expected [rows, " +
+                             std::to_string(cache.shape[2]) + ", " +
+                             std::to_string(cache.shape[3]) + "] or [1, rows, " +
+                             std::to_string(cache.shape[2]) + ", " +
+                             std::to_string(cache.shape[3]) + "] (the heads and head_dim of " +
+                             "input 'cache' " + shape_text(cache) + ")");
+    }
+    if (slots.ndim != 1 || slots.shape[0] != n) {
+      call.fail_input(2, "has shape " + shape_text(slots) + "; expected [" + std::to_string(n) +
+                             "] (one slot per row of input 'src' " + shape_text(src) + ")");
+    }
+    return std::vector<gk_tensor_desc>{make_desc(cache.dtype, dims(cache))};
   };
   return s;
 }
@@ -227,6 +283,7 @@ void add_llm_op_schemas(std::vector<OpSchema>& schemas) {
   schemas.push_back(embedding());
   schemas.push_back(rope());
   schemas.push_back(attention());
+  schemas.push_back(kv_cache_write());
   schemas.push_back(sample());
 }
 

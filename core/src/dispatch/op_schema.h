@@ -123,6 +123,9 @@ struct OpSchema {
   // for elementwise ops, where each element is read before the same element is written. Any
   // other overlap of an output with an input is refused for every op.
   bool in_place = false;
+  // The input that output 0 must be exactly, or -1: an op that changes part of a tensor and
+  // leaves the rest as it is (kv_cache_write into a block pool) writes into it in place.
+  int32_t updates_input = -1;
 };
 
 class OpRegistry {
