@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 
 #include "runner.h"
@@ -25,6 +26,30 @@ namespace {
 
 // Each model entry point runs in gk::plugin::guard: a failure becomes its status, with its
 // message reported to the host.
+
+// The driver functions the runner calls on a CUDA device (Driver in runner.h).
+void resolve_driver(Model& m) {
+  gk_plugin_device d{};
+  d.struct_size = sizeof(d);
+  if (m.host->device_info(m.host->host_context, m.device, &d) != GK_OK) {
+    fail(GK_INVALID_ARGUMENT, "llm: model_create: device " + std::to_string(m.device) +
+                                  " is not a device of the runtime");
+  }
+  if (d.kind != GK_DEVICE_KIND_CUDA) return;
+  auto symbol = [&](const char* name, auto& fn) {
+    void* p = nullptr;
+    if (m.host->cuda_driver_symbol(m.host->host_context, name, &p) != GK_OK || !p) {
+      fail(GK_UNAVAILABLE, std::string("llm: the CUDA driver has no ") + name +
+                               " (the runner uploads its KV block tables with it)");
+    }
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+  };
+  symbol("cuCtxPushCurrent_v2", m.driver.ctx_push);
+  symbol("cuCtxPopCurrent_v2", m.driver.ctx_pop);
+  symbol("cuCtxSynchronize", m.driver.ctx_synchronize);
+  symbol("cuMemcpyHtoDAsync_v2", m.driver.copy_to_device);
+  m.driver.context = d.cuda_context;
+}
 
 // The plugin's state is the host services of the runtime that loaded it.
 gk_status model_create(void* state, const gk_model_create_args* args, void** out) {
@@ -48,6 +73,7 @@ gk_status model_create(void* state, const gk_model_create_args* args, void** out
     if (config.is_discarded() || !config.is_object()) {
       fail(GK_INVALID_ARGUMENT, "config.json is not a JSON object");
     }
+    resolve_driver(*model);
     model->builder->read_config(config, model->config);
     model->builder->load(*model,
                          WeightTable(args->weights, args->num_weights, model->config.architecture));
@@ -81,22 +107,14 @@ gk_status model_info(void* model, gk_plugin_model_info* out) {
 gk_status session_create(void* model_ptr, int64_t capacity, void** out) {
   return gk::plugin::guard(static_cast<Model*>(model_ptr)->host, "llm", [&] {
     Model& m = *static_cast<Model*>(model_ptr);
-    const Config& c = m.config;
     if (capacity <= 0 || !out) fail(GK_INVALID_ARGUMENT, "llm: session capacity must be positive");
     auto s = std::make_unique<Session>();
     s->model = &m;
     s->capacity = capacity;
-    s->k_cache.assign(size_t(c.layers), nullptr);
-    s->v_cache.assign(size_t(c.layers), nullptr);
-    const uint64_t bytes =
-        uint64_t(capacity) * uint64_t(c.kv_heads * c.head_dim) * uint64_t(element_size(m.dtype));
-    for (size_t i = 0; i < size_t(c.layers); ++i) {
-      gk_status st = m.host->alloc(m.host->host_context, m.device, bytes, nullptr, &s->k_cache[i]);
-      if (st == GK_OK) {
-        st = m.host->alloc(m.host->host_context, m.device, bytes, nullptr, &s->v_cache[i]);
-      }
-      // The pool's message (who holds what) stands for the host's caller.
-      if (st != GK_OK) fail(st, "");
+    {
+      // Every block the session can fill, taken now: a step never runs out of cache.
+      std::unique_lock lock(m.kv_lock);
+      s->blocks = m.take_blocks((capacity + kKvBlockSize - 1) / kKvBlockSize);
     }
     *out = s.release();
   });
@@ -123,6 +141,7 @@ gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
                                 std::to_string(s.capacity) + " positions");
     }
     {
+      std::shared_lock lock(m.kv_lock);
       Ops ops(m.host, m.device, args->stream);
       Step step = Step::single(s, t);
       m.builder->forward(step, ops, tokens, positions, logits);
@@ -170,6 +189,7 @@ gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
       step.rows.push_back(1);
     }
     {
+      std::shared_lock lock(m.kv_lock);
       Ops ops(m.host, m.device, args->stream);
       m.builder->forward(step, ops, tokens, positions, logits);
     }
@@ -217,15 +237,26 @@ gk_status session_copy(void* dst_ptr, void* src_ptr, void* stream) {
     }
     if (&dst == &src) return;
     Model& m = *src.model;
+    std::shared_lock lock(m.kv_lock);
     Ops ops(m.host, m.device, stream);
-    if (src.length > 0) {
-      for (size_t i = 0; i < src.k_cache.size(); ++i) {
-        for (auto cache : {&Session::k_cache, &Session::v_cache}) {
-          Tensor from = src.cache_view(src.*cache, i, 0, src.length);
-          Tensor to = dst.cache_view(dst.*cache, i, 0, src.length);
+    // The blocks src has filled, into dst's, one cast per run of consecutive ids on both
+    // sides (sessions take fresh blocks in ascending order, so runs are long).
+    const size_t used = size_t((src.length + kKvBlockSize - 1) / kKvBlockSize);
+    for (size_t first = 0; first < used;) {
+      size_t end = first + 1;
+      while (end < used && src.blocks[end] == src.blocks[end - 1] + 1 &&
+             dst.blocks[end] == dst.blocks[end - 1] + 1) {
+        ++end;
+      }
+      for (size_t i = 0; i < m.layers.size(); ++i) {
+        for (bool values : {false, true}) {
+          const Tensor pool = m.kv_pool(i, values);
+          Tensor from = pool.rows(src.blocks[first], int64_t(end - first));
+          Tensor to = pool.rows(dst.blocks[first], int64_t(end - first));
           ops.call("cast", {&from}, {&to});
         }
       }
+      first = end;
     }
     dst.cross = src.cross;
     dst.length = src.length;

@@ -1,8 +1,10 @@
 // The runner's shared parts: views, op calls, weight checks, the KV cache and attention.
 #include "runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 namespace gk::llm {
 
@@ -274,6 +276,11 @@ double config_float_or(const nlohmann::json& config, const char* key, double fal
 
 Model::~Model() {
   for (void* p : owned) host->free(host->host_context, device, p, nullptr);
+  for (const std::vector<void*>* pool : {&kv.k, &kv.v}) {
+    for (void* p : *pool) {
+      if (p) host->free(host->host_context, device, p, nullptr);
+    }
+  }
 }
 
 void Model::norms_to_f32() {
@@ -303,14 +310,117 @@ void Model::norms_to_f32() {
 
 // ---- the KV cache and attention ----
 
+namespace {
+
+// The primary context current on this thread for a driver call, as before after it.
+class ContextScope {
+ public:
+  explicit ContextScope(const Driver& d) : d_(d) {
+    if (d_.ctx_push(d_.context) != 0) fail(GK_INTERNAL, "llm: cuCtxPushCurrent failed");
+  }
+  ~ContextScope() {
+    void* popped = nullptr;
+    d_.ctx_pop(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver& d_;
+};
+
+}  // namespace
+
+Tensor Model::kv_pool(size_t layer, bool values) const {
+  return Tensor::contiguous(values ? kv.v[layer] : kv.k[layer], dtype,
+                            {kv.num_blocks, kKvBlockSize, config.kv_heads, config.head_dim});
+}
+
+void Model::upload(void* dst, const void* src, uint64_t bytes, void* stream) const {
+  if (!driver.context) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  // Pageable source memory is staged before the call returns, so `src` may go after it;
+  // the copy itself runs in the stream's order, after the allocation of `dst` there.
+  ContextScope current(driver);
+  if (driver.copy_to_device(uint64_t(reinterpret_cast<uintptr_t>(dst)), src, bytes, stream) != 0) {
+    fail(GK_INTERNAL, "llm: cuMemcpyHtoDAsync of the step's block table failed");
+  }
+}
+
+std::vector<int32_t> Model::take_blocks(int64_t count) {
+  const int64_t missing = count - int64_t(kv.free.size());
+  if (missing > 0) {
+    const int64_t grown = kv.num_blocks + missing;
+    if (grown > INT32_MAX) {
+      fail(GK_RESOURCE_EXHAUSTED,
+           "llm: the KV pool would need " + std::to_string(grown) + " blocks; block ids are i32");
+    }
+    const uint64_t block_bytes =
+        uint64_t(kKvBlockSize * config.kv_heads * config.head_dim * element_size(dtype));
+    // Every new allocation first: one that fails leaves the pool as it was.
+    std::vector<void*> k_new(layers.size(), nullptr), v_new(layers.size(), nullptr);
+    gk_status status = GK_OK;
+    for (size_t i = 0; i < layers.size() && status == GK_OK; ++i) {
+      status = host->alloc(host->host_context, device, uint64_t(grown) * block_bytes, nullptr,
+                           &k_new[i]);
+      if (status == GK_OK) {
+        status = host->alloc(host->host_context, device, uint64_t(grown) * block_bytes, nullptr,
+                             &v_new[i]);
+      }
+    }
+    if (status != GK_OK) {
+      for (const std::vector<void*>* pool : {&k_new, &v_new}) {
+        for (void* p : *pool) {
+          if (p) host->free(host->host_context, device, p, nullptr);
+        }
+      }
+      // The pool's message (who holds what) stands for the host's caller.
+      fail(status, "");
+    }
+    if (kv.num_blocks > 0) {
+      // Steps of other sessions may still read the old pool on their streams.
+      if (driver.context) {
+        ContextScope current(driver);
+        if (driver.ctx_synchronize() != 0) {
+          fail(GK_INTERNAL, "llm: cuCtxSynchronize before the KV pool grows failed");
+        }
+      }
+      Ops ops(host, device, nullptr);
+      for (size_t i = 0; i < layers.size(); ++i) {
+        for (bool values : {false, true}) {
+          const Tensor from = kv_pool(i, values);
+          Tensor to = from;
+          to.data = values ? v_new[i] : k_new[i];
+          ops.call("cast", {&from}, {&to});
+        }
+      }
+      for (size_t i = 0; i < layers.size(); ++i) {
+        host->free(host->host_context, device, kv.k[i], nullptr);
+        host->free(host->host_context, device, kv.v[i], nullptr);
+      }
+    }
+    kv.k = std::move(k_new);
+    kv.v = std::move(v_new);
+    // Taken from the back: the new ids in ascending order.
+    for (int64_t id = grown - 1; id >= kv.num_blocks; --id) kv.free.push_back(int32_t(id));
+    kv.num_blocks = grown;
+  }
+  std::vector<int32_t> taken(kv.free.end() - count, kv.free.end());
+  std::reverse(taken.begin(), taken.end());
+  kv.free.resize(kv.free.size() - size_t(count));
+  return taken;
+}
+
+void Model::return_blocks(const std::vector<int32_t>& blocks) {
+  // In reverse, so that the next session takes them in the same order.
+  kv.free.insert(kv.free.end(), blocks.rbegin(), blocks.rend());
+}
+
 Session::~Session() {
-  const gk_host_services* host = model->host;
-  for (void* p : k_cache) {
-    if (p) host->free(host->host_context, model->device, p, nullptr);
-  }
-  for (void* p : v_cache) {
-    if (p) host->free(host->host_context, model->device, p, nullptr);
-  }
+  std::unique_lock lock(model->kv_lock);
+  model->return_blocks(blocks);
 }
 
 CrossCache::CrossCache(const Model& m)
@@ -323,17 +433,6 @@ CrossCache::~CrossCache() {
       if (p) host->free(host->host_context, model->device, p, nullptr);
     }
   }
-}
-
-Tensor Session::cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
-                           int64_t count) const {
-  const Config& c = model->config;
-  Tensor all =
-      Tensor::contiguous(cache[layer], model->dtype, {1, capacity, c.kv_heads, c.head_dim});
-  Tensor t = all;
-  t.data = static_cast<char*>(all.data) + first * all.strides[1] * element_size(model->dtype);
-  t.shape[1] = count;
-  return t;
 }
 
 Step Step::single(Session& session, int64_t count) {
@@ -354,35 +453,99 @@ Tensor token_slice(const Tensor& x, int64_t first, int64_t count) {
   return t;
 }
 
+// The step's slots, lengths and block table, built on the host and uploaded as one buffer.
+void page_step(Step& step, Ops& ops) {
+  const int64_t sessions = int64_t(step.sessions.size());
+  int64_t t = 0, max_blocks = 1;
+  for (size_t i = 0; i < step.sessions.size(); ++i) {
+    t += step.rows[i];
+    const int64_t length = step.sessions[i]->length + step.rows[i];
+    max_blocks = std::max(max_blocks, (length + kKvBlockSize - 1) / kKvBlockSize);
+  }
+  // [slots (T) | kv_lengths (B) | block_table (B x max_blocks)]; table entries past a
+  // session's blocks are never read.
+  std::vector<int32_t> host(size_t(t + sessions + sessions * max_blocks), 0);
+  int32_t* slots = host.data();
+  int32_t* lengths = slots + t;
+  int32_t* table = lengths + sessions;
+  int64_t row = 0;
+  for (int64_t i = 0; i < sessions; ++i) {
+    const Session& s = *step.sessions[size_t(i)];
+    const int64_t length = s.length + step.rows[size_t(i)];
+    for (int64_t p = s.length; p < length; ++p) {
+      slots[row++] = int32_t(s.blocks[size_t(p / kKvBlockSize)] * kKvBlockSize + p % kKvBlockSize);
+    }
+    lengths[i] = int32_t(length);
+    const int64_t used = (length + kKvBlockSize - 1) / kKvBlockSize;
+    std::copy(s.blocks.begin(), s.blocks.begin() + used, table + i * max_blocks);
+  }
+  Tensor all = ops.scratch({int64_t(host.size())}, GK_DTYPE_I32);
+  step.model->upload(all.data, host.data(), host.size() * sizeof(int32_t), ops.stream());
+  step.slots = all.rows(0, t);
+  step.kv_lengths = all.rows(t, sessions);
+  step.block_table = Tensor::contiguous(table - host.data() + static_cast<int32_t*>(all.data),
+                                        GK_DTYPE_I32, {sessions, max_blocks});
+}
+
 }  // namespace
 
 Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
               const Tensor& v) {
-  const Config& c = step.model->config;
+  const Model& m = *step.model;
+  const Config& c = m.config;
   const int64_t t = q.shape[1];
-  const int32_t cache_dtype = step.model->dtype;
+  const int32_t cache_dtype = m.dtype;
+  if (!step.slots) page_step(step, ops);
+  // The step's new keys and values into their slots of the pools (cast to the cache's dtype).
+  Tensor k_pool = m.kv_pool(layer, false), v_pool = m.kv_pool(layer, true);
+  ops.call("kv_cache_write", {&k_pool, &k, &step.slots}, {&k_pool});
+  ops.call("kv_cache_write", {&v_pool, &v, &step.slots}, {&v_pool});
+
   Tensor out = ops.scratch({1, t, c.heads, c.head_dim}, cache_dtype);
   Tensor queries = ops.to(q, cache_dtype);
+  const int64_t batch = int64_t(step.sessions.size());
+  const bool even =
+      std::all_of(step.rows.begin(), step.rows.end(), [&](int64_t r) { return r == step.rows[0]; });
+  // Each session's rows are its newest keys: causal attention over its filled prefix.
+  if (batch == 1) {
+    // One session whose blocks follow each other in the pool (a fresh session takes them in
+    // ascending order) has a contiguous cache: attention without a table then, which keeps
+    // a prefill on the tensor-core kernel (it reads no block table).
+    const std::vector<int32_t>& blocks = step.sessions[0]->blocks;
+    const int64_t length = step.sessions[0]->length + t;
+    const int64_t used = (length + kKvBlockSize - 1) / kKvBlockSize;
+    bool consecutive = true;
+    for (int64_t i = 1; i < used && consecutive; ++i) {
+      consecutive = blocks[size_t(i)] == blocks[size_t(i - 1)] + 1;
+    }
+    if (consecutive) {
+      Tensor keys =
+          k_pool.rows(blocks[0], used).reshaped({1, used * kKvBlockSize, c.kv_heads, c.head_dim});
+      Tensor values =
+          v_pool.rows(blocks[0], used).reshaped({1, used * kKvBlockSize, c.kv_heads, c.head_dim});
+      ops.call("attention", {&queries, &keys, &values, &step.kv_lengths}, {&out});
+      return out.reshaped({t, c.heads * c.head_dim});
+    }
+  }
+  if (even) {
+    // The T rows as [B, rows, Hq, Dh]: session i's rows follow each other in the token axis.
+    const int64_t rows = step.rows[0];
+    Tensor qb = queries;
+    qb.shape[0] = batch;
+    qb.shape[1] = rows;
+    qb.strides[0] = rows * queries.strides[1];
+    Tensor ob = out.reshaped({batch, rows, c.heads, c.head_dim});
+    ops.call("attention", {&qb, &k_pool, &v_pool, &step.kv_lengths, &step.block_table}, {&ob});
+    return out.reshaped({t, c.heads * c.head_dim});
+  }
   int64_t first = 0;
-  for (size_t i = 0; i < step.sessions.size(); ++i) {
-    Session& session = *step.sessions[i];
-    const int64_t rows = step.rows[i];
-    const int64_t start = session.length;
-    // A cache append is a cast into a view of the cache's next positions.
-    Tensor k_slot = session.cache_view(session.k_cache, layer, start, rows);
-    Tensor v_slot = session.cache_view(session.v_cache, layer, start, rows);
-    Tensor k_rows = token_slice(k, first, rows);
-    Tensor v_rows = token_slice(v, first, rows);
-    ops.call("cast", {&k_rows}, {&k_slot});
-    ops.call("cast", {&v_rows}, {&v_slot});
-    Tensor keys = session.cache_view(session.k_cache, layer, 0, start + rows);
-    Tensor values = session.cache_view(session.v_cache, layer, 0, start + rows);
+  for (int64_t i = 0; i < batch; ++i) {
+    const int64_t rows = step.rows[size_t(i)];
     Tensor q_rows = token_slice(queries, first, rows);
-    Tensor out_rows = Tensor::contiguous(
-        static_cast<char*>(out.data) + first * out.strides[1] * element_size(cache_dtype),
-        cache_dtype, {1, rows, c.heads, c.head_dim});
-    // The session's rows are its newest keys: causal attention over its filled prefix.
-    ops.call("attention", {&q_rows, &keys, &values}, {&out_rows});
+    Tensor out_rows = token_slice(out, first, rows);
+    Tensor length = step.kv_lengths.rows(i, 1);
+    Tensor table = step.block_table.rows(i, 1);
+    ops.call("attention", {&q_rows, &k_pool, &v_pool, &length, &table}, {&out_rows});
     first += rows;
   }
   return out.reshaped({t, c.heads * c.head_dim});

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -83,6 +84,7 @@ class Ops {
 
   // Memory that outlives the step (the caller frees it with host->free).
   void* keep(uint64_t bytes);
+  void* stream() const { return stream_; }
 
  private:
   const gk_host_services* host_;
@@ -192,6 +194,33 @@ extern const Builder kWhisperBuilder;  // whisper.cpp
 // link libgpukit, so not gk_dtype_size).
 int64_t element_size(int32_t dtype);
 
+// Positions per block of the paged KV cache. 16 leaves a session at most 15 unused
+// positions in its last block, and a block of 16 rows x kv_heads x head_dim is a few KB of
+// contiguous keys for the attention kernel to stream, while a 4096-position session's row of
+// the block table stays 256 ids.
+inline constexpr int64_t kKvBlockSize = 16;
+
+// The CUDA driver calls the runner makes itself (the plugin does not link libcuda): an
+// upload of a step's block table and slots, and a wait for the device before the KV pool
+// moves. Resolved at model_create for a CUDA device; all null on the cpu device, whose
+// memory the host reads and writes directly.
+struct Driver {
+  void* context = nullptr;             // the device's primary context
+  int (*ctx_push)(void*) = nullptr;    // cuCtxPushCurrent_v2
+  int (*ctx_pop)(void**) = nullptr;    // cuCtxPopCurrent_v2
+  int (*ctx_synchronize)() = nullptr;  // cuCtxSynchronize
+  int (*copy_to_device)(uint64_t, const void*, size_t, void*) = nullptr;  // cuMemcpyHtoDAsync_v2
+};
+
+// The keys and values of every session of a model: per layer, a pool of blocks
+// [num_blocks, kKvBlockSize, kv_heads, head_dim] in the model's dtype, from host->alloc.
+// Sessions hold block ids; a block is free when no session holds it.
+struct KvPool {
+  std::vector<void*> k, v;
+  int64_t num_blocks = 0;
+  std::vector<int32_t> free;  // taken from the back
+};
+
 struct Model {
   const gk_host_services* host = nullptr;
   int32_t device = 0;
@@ -208,8 +237,24 @@ struct Model {
   // Norm weights are held in f32, the residual stream's dtype (copies made at load when
   // the weights are f16/bf16); freed with the model.
   std::vector<void*> owned;
+  Driver driver;
+  KvPool kv;
+  // Steps and copies read the pool shared; taking or returning blocks (and growing the pool,
+  // which moves it) is exclusive.
+  mutable std::shared_mutex kv_lock;
   ~Model();
   void norms_to_f32();
+  // Layer `layer`'s key (or value) pool as a tensor.
+  Tensor kv_pool(size_t layer, bool values) const;
+  // `count` free block ids, in ascending order when the pool had to grow. Grows every
+  // layer's pool when the free list is short: a larger allocation, the old blocks copied
+  // over, the old one freed, so every id keeps its place. When an allocation fails the pool
+  // stays as it was and the host's out-of-memory message stands. Call with kv_lock held
+  // exclusively.
+  std::vector<int32_t> take_blocks(int64_t count);
+  void return_blocks(const std::vector<int32_t>& blocks);
+  // `bytes` of host memory into device memory `dst` from host->alloc, in `stream`'s order.
+  void upload(void* dst, const void* src, uint64_t bytes, void* stream) const;
 };
 
 // An encoded window of an encoder-decoder model: per decoder layer, the cross-attention keys
@@ -225,18 +270,18 @@ struct CrossCache {
   CrossCache& operator=(const CrossCache&) = delete;
 };
 
-// A sequence and its KV cache: per layer, keys and values [1, capacity, kv_heads, head_dim]
-// in the model's dtype, from host->alloc. Positions [0, length) are filled.
+// A sequence and its KV cache: the blocks of the model's pool it holds, ceil(capacity /
+// kKvBlockSize) of them taken when it is created, so that a step never waits for memory.
+// Position p lives in block blocks[p / kKvBlockSize], row p % kKvBlockSize, of every
+// layer's pool. Positions [0, length) are filled.
 struct Session {
   Model* model = nullptr;
   int64_t capacity = 0;
   int64_t length = 0;
-  std::vector<void*> k_cache, v_cache;
+  std::vector<int32_t> blocks;
   // Encoder-decoder models: the window the builder's encode made (null before the first).
   std::shared_ptr<const CrossCache> cross;
-  ~Session();
-  Tensor cache_view(const std::vector<void*>& cache, size_t layer, int64_t first,
-                    int64_t count) const;
+  ~Session();  // returns its blocks
 };
 
 // The sequences one forward pass serves: its T token rows are split among `sessions` in
@@ -246,6 +291,10 @@ struct Step {
   Model* model = nullptr;
   std::vector<Session*> sessions;
   std::vector<int64_t> rows;
+  // Where the step's rows go and what its sessions attend to, on the device, i32: the pool
+  // slot of each new row [T], each session's length after the step [B] and its row of
+  // block ids [B, max_blocks]. One upload at the first layer's attend serves every layer.
+  Tensor slots, kv_lengths, block_table;
   // One session's step of `count` tokens.
   static Step single(Session& session, int64_t count);
 };
@@ -253,7 +302,10 @@ struct Step {
 // Shared building blocks of the builders.
 // Appends k and v ([1, T, Hkv, Dh] views) to layer `layer`'s cache of each of the step's
 // sessions (its rows, at its length) and returns attention(q, that session's cached keys,
-// cached values) for every row, as [T, Hq * Dh].
+// cached values) for every row, as [T, Hq * Dh]: one kv_cache_write for k, one for v and
+// one attention call over the block pool when every session has as many rows (a decode
+// step, a prefill), else one attention call per session. A single session whose blocks
+// follow each other is passed as a contiguous cache (no table: tensor cores for prefill).
 Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
               const Tensor& v);
 // rope over x [1, T, H, Dh] in place, with the model's theta and scaling.

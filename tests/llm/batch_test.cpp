@@ -3,8 +3,8 @@
 // sessions of different lengths, sessions joining and leaving between steps) gives each
 // session the logits and greedy tokens it gets alone; a gk_batch gives each sequence the
 // tokens gk_session_generate gives it with the same options; a copied session goes on as
-// its original; a session's KV cache is
-// charged to its task, and one over the task's quota is refused while the rest work on.
+// its original; the model's KV pool grows on the task of the session that needs blocks, and
+// a growth over the task's quota is refused while the rest work on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -349,10 +349,13 @@ TEST_F(LlmBatch, a_generation_batch_gives_each_sequence_the_tokens_generate_give
   gk_model_release(m);
 }
 
-// The KV cache is charged to the session's task: its bytes appear in the task's usage while
-// the session lives and leave with it; the steps' scratch too. A cache beyond the quota is
-// RESOURCE_EXHAUSTED with the numbers, and the runtime, the model and other sessions go on.
-TEST_F(LlmBatch, the_kv_cache_is_charged_to_the_task_and_one_over_its_quota_is_refused) {
+// The KV cache is one block pool per layer that the model's sessions share. A session takes
+// its blocks when it is created; when the pool has too few free ones it grows, and the
+// growth (the whole larger pool) is charged to the task of the session that needed it, as
+// the steps' scratch is. A growth beyond the task's quota is RESOURCE_EXHAUSTED with the
+// numbers, and the runtime, the model and the other sessions go on. Blocks a released
+// session held go back to the pool for the next session.
+TEST_F(LlmBatch, the_kv_pool_grows_on_the_task_that_needs_it_and_one_over_its_quota_is_refused) {
   gk_model* m = load("llama");
   ASSERT_NE(m, nullptr);
   const std::vector<int32_t> prompt = golden_prompt("llama", "prompt");
@@ -403,15 +406,20 @@ TEST_F(LlmBatch, the_kv_cache_is_charged_to_the_task_and_one_over_its_quota_is_r
   EXPECT_EQ(gk_batch_step(batch, &active), GK_OK);
   EXPECT_EQ(active, 0);
   gk_batch_release(batch);
-  // A smaller cache fits the same task.
+
+  // A released session's blocks go back to the pool, which stays with the model: a small
+  // session of the tight task takes them without a growth, so nothing is charged to it.
+  gk_session_release(charged);
+  EXPECT_EQ(in_use(roomy), with_cache);
   so.max_context = 16;
   gk_session* small = nullptr;
   ASSERT_EQ(gk_session_create(m, &so, &small), GK_OK) << gk_last_error();
-  EXPECT_GT(in_use(tight), 0u);
-
-  // Everything else works on: a session of no task, and the charged one, give the tokens of
-  // a fresh session.
+  EXPECT_EQ(in_use(tight), 0u);
+  // Everything else works on: a session of no task gives the tokens of the first. It grows
+  // the pool, and a growth allocates the whole larger pool on the task that needs it and
+  // frees the old one: roomy pays no more.
   gk_session* free_session = open(m);
+  EXPECT_EQ(in_use(roomy), 0u);
   ASSERT_EQ(gk_session_generate(free_session, prompt.data(), int32_t(prompt.size()), &o, out.data(),
                                 8, &n),
             GK_OK)
@@ -420,11 +428,60 @@ TEST_F(LlmBatch, the_kv_cache_is_charged_to_the_task_and_one_over_its_quota_is_r
   gk_session_release(free_session);
   gk_session_release(small);
   EXPECT_EQ(in_use(tight), 0u);
-  gk_session_release(charged);
-  EXPECT_EQ(in_use(roomy), 0u);  // the KV cache left with its session
   gk_task_destroy(tight);
   gk_task_destroy(roomy);
   gk_model_release(m);
+}
+
+// Sessions created while another holds keys grow the pool (its blocks move to a larger
+// allocation); the session holding keys goes on to the tokens it gives alone, and so does a
+// session whose blocks are scattered over the pool.
+TEST_F(LlmBatch, a_session_goes_on_unchanged_while_new_sessions_grow_the_kv_pool) {
+  for (const char* name : {"llama", "gpt2"}) {
+    SCOPED_TRACE(name);
+    gk_model* m = load(name);
+    ASSERT_NE(m, nullptr);
+    gk_model_info info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(gk_model_get_info(m, &info), GK_OK);
+    const std::vector<int32_t> prompt = golden_prompt(name, "prompt");
+    gk_generate_options o = greedy(10);
+    std::vector<int32_t> expected(10);
+    int32_t n = 0;
+    gk_session* alone = open(m, 64);
+    ASSERT_EQ(gk_session_generate(alone, prompt.data(), int32_t(prompt.size()), &o, expected.data(),
+                                  10, &n),
+              GK_OK);
+    expected.resize(size_t(n));
+    gk_session_release(alone);
+
+    gk_session* s = open(m, 64);
+    std::vector<float> row(static_cast<size_t>(info.vocab_size));
+    ASSERT_EQ(gk_session_step(s, prompt.data(), int32_t(prompt.size()), 0, row.data()), GK_OK);
+    std::vector<int32_t> got = {argmax(row.data(), info.vocab_size)};
+    std::vector<gk_session*> others;
+    while (got.size() < expected.size()) {
+      others.push_back(open(m, 16));  // no block is free: the pool grows
+      ASSERT_EQ(gk_session_step(s, &got.back(), 1, 0, row.data()), GK_OK) << gk_last_error();
+      got.push_back(argmax(row.data(), info.vocab_size));
+    }
+    EXPECT_EQ(got, expected);
+    // Released sessions' blocks are taken again in another order: a session over blocks
+    // that do not follow each other gives the same tokens.
+    for (size_t i = 0; i < others.size(); i += 2) gk_session_release(others[i]);
+    gk_session* scattered = open(m, 32);  // 11 + 10 positions: two blocks, not neighbours
+    std::vector<int32_t> again(10);
+    ASSERT_EQ(gk_session_generate(scattered, prompt.data(), int32_t(prompt.size()), &o,
+                                  again.data(), 10, &n),
+              GK_OK)
+        << gk_last_error();
+    again.resize(size_t(n));
+    EXPECT_EQ(again, expected);
+    gk_session_release(scattered);
+    for (size_t i = 1; i < others.size(); i += 2) gk_session_release(others[i]);
+    gk_session_release(s);
+    gk_model_release(m);
+  }
 }
 
 // ABI 1.12: a copy of a session goes on as the original does (beam search forks this way):

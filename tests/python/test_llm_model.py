@@ -1,5 +1,6 @@
 """gpukit.llm over the C ABI's model calls, on the golden models of tests/llm/golden (the
 C++ suite llm_model_tests checks every row of logits; here the Python surface)."""
+import gc
 import os
 import sys
 
@@ -252,6 +253,10 @@ def test_a_kv_cache_over_the_tasks_memory_limit_raises_and_the_model_works_on():
         model.session(max_context=256, task=tight)
     assert s.generate(prompt, max_new_tokens=32) == _golden("llama", "decode_tokens").tolist()
     del s
+    # The session's blocks go back to the model's KV pool, which leaves with the model.
+    assert roomy.info()["memory_in_use"] > 0
+    del model
+    gc.collect()
     assert roomy.info()["memory_in_use"] == 0
 
 
