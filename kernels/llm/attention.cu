@@ -26,6 +26,7 @@
 #include <cmath>
 
 #include "llm/attention.cuh"
+#include "llm/attention_operands.cuh"
 #include "llm/attention_tc.cuh"
 #include "llm/device.cuh"
 
@@ -40,16 +41,7 @@ constexpr int64_t kSplitKeys = 256;
 constexpr int64_t kSplitBelowBlocks = 1024;
 constexpr int64_t kMaxSplits = 64;
 
-struct AttentionArgs {
-  const char* q;
-  const char* k;
-  const char* v;
-  const int32_t* lengths;
-  const int32_t* table;  // [B, max_blocks] block ids, or null: k and v are [B, Tk, Hkv, Dh]
-  char* out;
-  int64_t Tq, Tk, Hq, Dh, group;
-  int64_t qs[4], ks[4], vs[4], os[4], ls, ts[2];
-  int64_t block_size, num_blocks;  // of the pool, with a table
+struct AttentionArgs : AttentionOperands {
   float scale;
   bool causal;
   int64_t splits;  // blocks per (i, h, b) along the keys
@@ -214,30 +206,7 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
                              void* workspace, cudaStream_t stream) {
   if (!attention_refusal(q).empty()) return cudaErrorInvalidValue;
   AttentionArgs a{};
-  a.q = static_cast<const char*>(q.data);
-  a.k = static_cast<const char*>(k.data);
-  a.v = static_cast<const char*>(v.data);
-  a.lengths = static_cast<const int32_t*>(kv_lengths.data);
-  a.ls = kv_lengths.data ? kv_lengths.strides[0] : 0;
-  a.table = static_cast<const int32_t*>(block_table.data);
-  if (a.table) {
-    a.ts[0] = block_table.strides[0];
-    a.ts[1] = block_table.strides[1];
-    a.block_size = k.shape[1];
-    a.num_blocks = k.shape[0];
-  }
-  a.out = static_cast<char*>(out.data);
-  a.Tq = q.shape[1];
-  a.Tk = key_capacity(k, block_table);
-  a.Hq = q.shape[2];
-  a.Dh = q.shape[3];
-  a.group = k.shape[2] > 0 ? q.shape[2] / k.shape[2] : 1;
-  for (int d = 0; d < 4; ++d) {
-    a.qs[d] = q.strides[d];
-    a.ks[d] = k.strides[d];
-    a.vs[d] = v.strides[d];
-    a.os[d] = out.strides[d];
-  }
+  static_cast<AttentionOperands&>(a) = attention_operands(q, k, v, kv_lengths, block_table, out);
   a.scale = scale;
   a.causal = causal;
   a.splits = split_count(q, k, block_table);

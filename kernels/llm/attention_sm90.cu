@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "llm/attention_operands.cuh"
 #include "llm/attention_sm90.cuh"
 #include "llm/device.cuh"
 #include "llm/tensor_core.cuh"
@@ -56,14 +57,7 @@ constexpr int shared_bytes() {
   return kQueryTile * D * 2 + kStages * 2 * kKeys * D * 2 + 1024;
 }
 
-struct Sm90Args {
-  const char* q;
-  const char* k;
-  const char* v;
-  const int32_t* lengths;
-  char* out;
-  int64_t Tq, Tk, group;
-  int64_t qs[4], ks[4], vs[4], os[4], ls;
+struct Sm90Args : AttentionOperands {
   float scale_log2;  // scale * log2(e): the softmax runs in base 2
   bool causal;
   bool out_pairs;  // two neighbouring output elements are one 4-byte word
@@ -234,39 +228,8 @@ __global__ void __launch_bounds__(kThreads) attention_sm90_kernel(const Sm90Args
   hold_registers(o);
 
   T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + h * a.os[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int64_t query = row0 + 8 * r;
-    if (query >= a.Tq) continue;
-    T* row = out + query * a.os[1];
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      const int d = n * 8 + 2 * t;
-      const float lo = o[n][2 * r] * inv, hi = o[n][2 * r + 1] * inv;
-      if (a.out_pairs) {
-        *reinterpret_cast<uint32_t*>(row + d) = pack<T>(lo, hi);
-      } else {
-        row[d * a.os[3]] = from_f32<T>(lo);
-        row[(d + 1) * a.os[3]] = from_f32<T>(hi);
-      }
-    }
-  }
+  store_rows<T>(o, l, row0, t, a.Tq, out, a.os[1], a.os[3], a.out_pairs);
 #endif
-}
-
-// cp.async needs contiguous elements and every row of every (sequence, head) on 16 bytes.
-bool rows_are_16_byte_aligned(const View& t) {
-  return t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 &&
-         t.strides[0] % 8 == 0 && t.strides[1] % 8 == 0 && t.strides[2] % 8 == 0;
-}
-
-bool rows_are_4_byte_aligned(const View& t) {
-  return t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0 &&
-         t.strides[0] % 2 == 0 && t.strides[1] % 2 == 0 && t.strides[2] % 2 == 0;
 }
 
 // The dynamic shared memory limit is a per-device attribute of each instantiation: set it
@@ -299,8 +262,9 @@ std::string attention_sm90_refusal(const View& q, const View& k, const View& v) 
   if (q.shape[1] < 64) {
     return "Tq " + std::to_string(q.shape[1]) + " is under one 64-row warpgroup tile";
   }
+  // cp.async copies 16 bytes: contiguous elements, every row on a 16-byte boundary.
   for (const View* t : {&q, &k, &v}) {
-    if (!rows_are_16_byte_aligned(*t)) {
+    if (!rows_aligned(*t, 8, 2)) {
       return std::string(t == &q ? "q" : (t == &k ? "k" : "v")) +
              " rows are not contiguous 16-byte aligned runs (cp.async copies 16 bytes)";
     }
@@ -317,24 +281,10 @@ cudaError_t launch_attention_sm90(const View& q, const View& k, const View& v,
                                   bool causal, cudaStream_t stream) {
   if (!attention_sm90_refusal(q, k, v).empty()) return cudaErrorInvalidValue;
   Sm90Args a{};
-  a.q = static_cast<const char*>(q.data);
-  a.k = static_cast<const char*>(k.data);
-  a.v = static_cast<const char*>(v.data);
-  a.lengths = static_cast<const int32_t*>(kv_lengths.data);
-  a.ls = kv_lengths.data ? kv_lengths.strides[0] : 0;
-  a.out = static_cast<char*>(out.data);
-  a.Tq = q.shape[1];
-  a.Tk = k.shape[1];
-  a.group = k.shape[2] > 0 ? q.shape[2] / k.shape[2] : 1;
-  for (int d = 0; d < 4; ++d) {
-    a.qs[d] = q.strides[d];
-    a.ks[d] = k.strides[d];
-    a.vs[d] = v.strides[d];
-    a.os[d] = out.strides[d];
-  }
+  static_cast<AttentionOperands&>(a) = attention_operands(q, k, v, kv_lengths, View{}, out);
   a.scale_log2 = scale * kLog2e;
   a.causal = causal;
-  a.out_pairs = rows_are_4_byte_aligned(out);
+  a.out_pairs = rows_aligned(out, 2, 2);
   const int64_t batch = q.shape[0], heads = q.shape[2];
   if (batch == 0 || heads == 0) return cudaSuccess;
   const bool wide = q.shape[3] == 128;

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "llm/attention_operands.cuh"
 #include "llm/attention_tc.cuh"
 #include "llm/device.cuh"
 #include "llm/tensor_core.cuh"
@@ -53,18 +54,7 @@ struct TileLayout {
   static_assert((ld * 2) % 16 == 0, "cp.async and ldmatrix need 16-byte aligned rows");
 };
 
-struct TcArgs {
-  const char* q;
-  const char* k;
-  const char* v;
-  const int32_t* lengths;
-  char* out;
-  int64_t Tq, Tk, group;
-  int64_t qs[4], ks[4], vs[4], os[4], ls;
-  // A paged cache: k and v are [num_blocks, Tk_per_block, Hkv, Dh] and sequence b's keys
-  // are listed by blocks[b * bs[0] + i * bs[1]]; null when k and v are [B, Tk, Hkv, Dh].
-  const int32_t* blocks;
-  int64_t bs[2], Tk_per_block, num_blocks;
+struct TcArgs : AttentionOperands {
   float scale_log2;  // scale * log2(e): the softmax runs in base 2
   bool causal;
   bool q_vector, k_vector, v_vector;  // rows start on 16 bytes and elements are contiguous
@@ -192,10 +182,12 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const TcArgs a) 
   Rows<T, kPaged> values{reinterpret_cast<const T*>(a.v) + hk * a.vs[2], a.vs[1], a.vs[3]};
   if (kPaged) {
     for (Rows<T, kPaged>* rows : {&keys, &values}) {
-      rows->table = a.blocks + b * a.bs[0];
-      rows->table_stride = a.bs[1];
-      rows->block_size = uint32_t(a.Tk_per_block);
-      rows->num_blocks = uint32_t(a.num_blocks);
+      rows->table = a.table + b * a.ts[0];
+      rows->table_stride = a.ts[1];
+      rows->block_size = uint32_t(a.block_size);
+      // Ids are compared as unsigned 32-bit: a pool of 2^32 blocks or more reads all ids.
+      rows->num_blocks = uint32_t(a.num_blocks < (int64_t(1) << 32) ? a.num_blocks
+                                                                    : (int64_t(1) << 32) - 1);
     }
     keys.block_stride = a.ks[0];
     values.block_stride = a.vs[0];
@@ -331,41 +323,8 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const TcArgs a) 
   T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + h * a.os[2];
 #pragma unroll
   for (int mi = 0; mi < kM; ++mi) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = l[mi][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const int64_t query = row0 + 16 * mi + 8 * r;
-      if (query >= a.Tq) continue;
-      T* row = out + query * a.os[1];
-#pragma unroll
-      for (int n = 0; n < kOTiles; ++n) {
-        const int d = n * 8 + 2 * t;
-        const float lo = o[mi][n][2 * r] * inv, hi = o[mi][n][2 * r + 1] * inv;
-        if (a.out_pairs) {
-          *reinterpret_cast<uint32_t*>(row + d) = pack<T>(lo, hi);
-        } else {
-          row[d * a.os[3]] = from_f32<T>(lo);
-          row[(d + 1) * a.os[3]] = from_f32<T>(hi);
-        }
-      }
-    }
+    store_rows<T>(o[mi], l[mi], row0 + 16 * mi, t, a.Tq, out, a.os[1], a.os[3], a.out_pairs);
   }
-}
-
-// Vector loads need contiguous elements and every row of every (sequence, head) starting on
-// a 16-byte boundary.
-bool rows_are_16_byte_aligned(const View& t) {
-  return t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 &&
-         t.strides[0] % 8 == 0 && t.strides[1] % 8 == 0 && t.strides[2] % 8 == 0;
-}
-
-// Pair stores need contiguous elements and every row starting on a 4-byte boundary.
-bool rows_are_4_byte_aligned(const View& t) {
-  return t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0 &&
-         t.strides[0] % 2 == 0 && t.strides[1] % 2 == 0 && t.strides[2] % 2 == 0;
 }
 
 // The dynamic shared memory limit is a per-device attribute of each instantiation: set it
@@ -400,7 +359,7 @@ cudaError_t launch_tiles(const TcArgs& a, int64_t batch, int64_t heads, cudaStre
 template <class T>
 cudaError_t launch_head_dim(const TcArgs& a, int64_t head_dim, int64_t batch, int64_t heads,
                             cudaStream_t stream) {
-  if (a.blocks) {
+  if (a.table) {
     return head_dim == 64 ? launch_tiles<T, 64, kRowBlocks, true>(a, batch, heads, stream)
                           : launch_tiles<T, 128, kRowBlocks, true>(a, batch, heads, stream);
   }
@@ -433,40 +392,20 @@ cudaError_t launch_attention_tc(const View& q, const View& k, const View& v, con
                                 const View& block_table, const View& out, float scale,
                                 bool causal, cudaStream_t stream) {
   if (!attention_tc_refusal(q).empty()) return cudaErrorInvalidValue;
+  // Paged key positions are counted in 32 bits.
+  if (block_table.data &&
+      (kv_lengths.data == nullptr || k.shape[1] <= 0 ||
+       block_table.shape[1] > (int64_t(1) << 31) / k.shape[1])) {
+    return cudaErrorInvalidValue;
+  }
   TcArgs a{};
-  a.q = static_cast<const char*>(q.data);
-  a.k = static_cast<const char*>(k.data);
-  a.v = static_cast<const char*>(v.data);
-  a.lengths = static_cast<const int32_t*>(kv_lengths.data);
-  a.ls = kv_lengths.data ? kv_lengths.strides[0] : 0;
-  a.out = static_cast<char*>(out.data);
-  a.Tq = q.shape[1];
-  a.Tk = k.shape[1];
-  if (block_table.data) {
-    if (kv_lengths.data == nullptr || k.shape[1] <= 0 ||
-        block_table.shape[1] > (int64_t(1) << 31) / k.shape[1]) {
-      return cudaErrorInvalidValue;
-    }
-    a.blocks = static_cast<const int32_t*>(block_table.data);
-    a.bs[0] = block_table.strides[0];
-    a.bs[1] = block_table.strides[1];
-    a.Tk_per_block = k.shape[1];
-    a.num_blocks = k.shape[0] < (int64_t(1) << 32) ? k.shape[0] : (int64_t(1) << 32) - 1;
-    a.Tk = block_table.shape[1] * k.shape[1];
-  }
-  a.group = k.shape[2] > 0 ? q.shape[2] / k.shape[2] : 1;
-  for (int d = 0; d < 4; ++d) {
-    a.qs[d] = q.strides[d];
-    a.ks[d] = k.strides[d];
-    a.vs[d] = v.strides[d];
-    a.os[d] = out.strides[d];
-  }
+  static_cast<AttentionOperands&>(a) = attention_operands(q, k, v, kv_lengths, block_table, out);
   a.scale_log2 = scale * kLog2e;
   a.causal = causal;
-  a.q_vector = rows_are_16_byte_aligned(q);
-  a.k_vector = rows_are_16_byte_aligned(k);
-  a.v_vector = rows_are_16_byte_aligned(v);
-  a.out_pairs = rows_are_4_byte_aligned(out);
+  a.q_vector = rows_aligned(q, 8, 2);
+  a.k_vector = rows_aligned(k, 8, 2);
+  a.v_vector = rows_aligned(v, 8, 2);
+  a.out_pairs = rows_aligned(out, 2, 2);
   const int64_t batch = q.shape[0], heads = q.shape[2], head_dim = q.shape[3];
   if (batch == 0 || heads == 0) return cudaSuccess;
   return q.dtype == DType::f16 ? launch_head_dim<__half>(a, head_dim, batch, heads, stream)

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "llm/device.cuh"
+
 namespace gk::kernels::llm {
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -91,6 +93,38 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&m)
   }
   l[0] = l[0] * correction[0] + sum[0];
   l[1] = l[1] * correction[1] + sum[1];
+}
+
+// Writes a lane's two rows of O [16, 8 kTiles] (the accumulator layout above) divided by
+// their sums: `l` holds this lane's parts (summed over the row's 4 lanes here), query0 the
+// query of row g; rows at or past Tq are not written, a row with no key gets 0. `row`
+// points at query 0 of the (sequence, head); `pairs`: two neighbouring elements are one
+// aligned 4-byte word, else elements are col_stride apart.
+template <class T, int kTiles>
+__device__ __forceinline__ void store_rows(const float (&o)[kTiles][4], const float (&l)[2],
+                                           int64_t query0, int t, int64_t Tq, T* row,
+                                           int64_t row_stride, int64_t col_stride, bool pairs) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int64_t query = query0 + 8 * r;
+    if (query >= Tq) continue;
+    T* out = row + query * row_stride;
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      const int d = n * 8 + 2 * t;
+      const float lo = o[n][2 * r] * inv, hi = o[n][2 * r + 1] * inv;
+      if (pairs) {
+        *reinterpret_cast<uint32_t*>(out + d) = pack<T>(lo, hi);
+      } else {
+        out[d * col_stride] = from_f32<T>(lo);
+        out[(d + 1) * col_stride] = from_f32<T>(hi);
+      }
+    }
+  }
 }
 
 }  // namespace gk::kernels::llm
