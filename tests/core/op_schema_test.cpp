@@ -108,6 +108,14 @@ TEST(OpSchema, matmul_attribute_values_are_checked) {
   e = error_of("matmul", {make_desc(GK_DTYPE_F32, {2, 2}), make_desc(GK_DTYPE_F32, {2, 2})},
                {int_attr("precision", 1)});
   EXPECT_NE(e.find("attribute 'precision' has type int; expected string"), std::string::npos) << e;
+  // Switches are 0 or 1: a 2 is refused here, not declined by every plugin later.
+  e = error_of("matmul", {make_desc(GK_DTYPE_F32, {2, 2}), make_desc(GK_DTYPE_F32, {2, 2})},
+               {int_attr("transpose_b", 2)});
+  EXPECT_NE(e.find("matmul: attribute 'transpose_b' is 2; expected 0 or 1"), std::string::npos)
+      << e;
+  e = error_of("matmul", {make_desc(GK_DTYPE_F32, {2, 2}), make_desc(GK_DTYPE_F32, {2, 2})},
+               {int_attr("transpose_a", -1)});
+  EXPECT_NE(e.find("attribute 'transpose_a' is -1; expected 0 or 1"), std::string::npos) << e;
 }
 
 TEST(OpSchema, matmul_output_may_be_f32_for_half_inputs) {
@@ -132,6 +140,10 @@ TEST(OpSchema, reductions_over_axes_with_and_without_keepdims) {
   std::vector<int64_t> twice = {1, -2};
   e = error_of("sum", {make_desc(GK_DTYPE_F32, {2, 3, 4})}, {ints_attr("axes", twice)});
   EXPECT_NE(e.find("twice"), std::string::npos) << e;
+  e = error_of("sum", {make_desc(GK_DTYPE_F32, {2, 3})}, {int_attr("keepdims", 5)});
+  EXPECT_NE(e.find("sum: attribute 'keepdims' is 5; expected 0 or 1"), std::string::npos) << e;
+  e = error_of("argmax", {make_desc(GK_DTYPE_F32, {2, 3})}, {int_attr("keepdims", 2)});
+  EXPECT_NE(e.find("argmax: attribute 'keepdims' is 2; expected 0 or 1"), std::string::npos) << e;
 }
 
 TEST(OpSchema, max_of_nothing_is_refused_but_sum_of_nothing_is_zero) {

@@ -184,12 +184,8 @@ OpSchema attention() {
     NormalAttrs& normal = call.normal();
     const llm::AttentionParams p = llm::read_attention(normal.data(), normal.size(), dh);
     require_finite(call, "scale", p.scale, "a finite value", true);
-    const int64_t causal = call.attr_int("causal", 1);
-    if (causal != 0 && causal != 1) {
-      call.fail_attr("causal", "is " + std::to_string(causal) + "; expected 0 or 1");
-    }
+    call.flag("causal", true);
     normal.set_float("scale", p.scale);
-    normal.set_int("causal", causal);
     return std::vector<gk_tensor_desc>{make_desc(q.dtype, dims(q))};
   };
   return s;

@@ -143,7 +143,7 @@ OpSchema reduction(const char* name, const std::vector<int32_t>& dtypes, bool em
   s.infer = [dtypes, empty_allowed](const OpCall& call) {
     call.require_dtype_in(0, dtypes);
     std::vector<bool> reduce = reduced_axes(call);
-    bool keep = call.attr_int("keepdims", 0) != 0;
+    const bool keep = call.flag("keepdims", false);
     std::vector<int64_t> out;
     int64_t reduced_count = 1;
     for (int32_t k = 0; k < call.input(0).ndim; ++k) {
@@ -168,7 +168,7 @@ OpSchema arg_reduction(const char* name) {
              nullptr, nullptr};
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kReducible);
-    bool keep = call.attr_int("keepdims", 0) != 0;
+    const bool keep = call.flag("keepdims", false);
     const gk_tensor_desc& x = call.input(0);
     std::vector<int64_t> out;
     if (!call.attr("axis")) {
@@ -254,8 +254,8 @@ OpSchema matmul() {
     const gk_tensor_desc& b = call.input(1);
     if (a.ndim < 2) call.fail_input(0, "has shape " + shape_text(a) + "; expected at least 2 dimensions");
     if (b.ndim < 2) call.fail_input(1, "has shape " + shape_text(b) + "; expected at least 2 dimensions");
-    bool ta = call.attr_int("transpose_a", 0) != 0;
-    bool tb = call.attr_int("transpose_b", 0) != 0;
+    const bool ta = call.flag("transpose_a", false);
+    const bool tb = call.flag("transpose_b", false);
     int64_t m = ta ? a.shape[a.ndim - 1] : a.shape[a.ndim - 2];
     int64_t k = ta ? a.shape[a.ndim - 2] : a.shape[a.ndim - 1];
     int64_t kb = tb ? b.shape[b.ndim - 1] : b.shape[b.ndim - 2];

@@ -99,6 +99,13 @@ int64_t OpCall::attr_int(const char* name, int64_t fallback) const {
   return a ? a->value.i : fallback;
 }
 
+bool OpCall::flag(const char* name, bool fallback) const {
+  const int64_t v = attr_int(name, fallback ? 1 : 0);
+  if (v != 0 && v != 1) fail_attr(name, "is " + std::to_string(v) + "; expected 0 or 1");
+  if (normal_) normal_->set_int(name, v);
+  return v == 1;
+}
+
 double OpCall::attr_float(const char* name, double fallback) const {
   const gk_attr* a = attr(name);
   if (!a) return fallback;

@@ -73,6 +73,9 @@ class OpCall {
   int64_t attr_int(const char* name, int64_t fallback) const;
   double attr_float(const char* name, double fallback) const;
   std::string attr_string(const char* name, const std::string& fallback) const;
+  // Integer attribute `name` that is a switch (`fallback` when absent): fails unless it is
+  // 0 or 1, and plugins receive that value.
+  bool flag(const char* name, bool fallback) const;
   // The attributes as plugins will receive them; the rules complete them (infer()).
   NormalAttrs& normal() const { return *normal_; }
   // Fails unless string attribute `attr` (its AttrSpec::text_fallback when absent) is one of
