@@ -8,7 +8,7 @@
 namespace gk::kernels::llm {
 
 // Why the tensor-core kernel does not serve q, or "" when it does: f16 or bf16, head_dim 64
-// or 128, at least 16 query tokens (one wmma row tile; decode stays on the split-key kernel)
+// or 128, at least 16 query tokens (one 16-row mma tile; decode stays on the split-key kernel)
 // and a grid within CUDA's limits.
 std::string attention_tc_refusal(const View& q);
 
