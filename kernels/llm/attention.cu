@@ -181,6 +181,11 @@ __global__ void attention_merge_kernel(const AttentionArgs a) {
   }
 }
 
+// Whether the tensor-core kernel serves the call (it counts paged key positions in 32 bits).
+bool tensor_cores_serve(const View& q, const View& k, const View& block_table) {
+  return attention_tc_refusal(q).empty() && key_capacity(k, block_table) < (int64_t(1) << 31);
+}
+
 }  // namespace
 
 std::string attention_refusal(const View& q) {
@@ -196,6 +201,7 @@ std::string attention_refusal(const View& q) {
 }
 
 size_t attention_workspace_bytes(const View& q, const View& k, const View& block_table) {
+  if (tensor_cores_serve(q, k, block_table)) return 0;  // it needs no workspace
   const int64_t splits = split_count(q, k, block_table);
   if (splits <= 1) return 0;
   return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) * sizeof(float);
@@ -209,14 +215,13 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   static_cast<AttentionOperands&>(a) = attention_operands(q, k, v, kv_lengths, block_table, out);
   a.scale = scale;
   a.causal = causal;
+  if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
+  if (tensor_cores_serve(q, k, block_table)) {
+    return launch_attention_tc(q, k, v, kv_lengths, block_table, out, scale, causal, stream);
+  }
   a.splits = split_count(q, k, block_table);
   a.partial = static_cast<float*>(workspace);
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
-  if (q.shape[0] == 0 || a.Tq == 0 || a.Hq == 0 || a.Dh == 0) return cudaSuccess;
-  // The tensor-core kernel counts paged key positions in 32 bits.
-  if (attention_tc_refusal(q).empty() && a.Tk < (int64_t(1) << 31)) {
-    return launch_attention_tc(q, k, v, kv_lengths, block_table, out, scale, causal, stream);
-  }
   const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
   bool ok = visit_floating(q.dtype, [&](auto tag) {
