@@ -27,7 +27,6 @@
 // (TMA into mbarrier-guarded stages) with the two warpgroups' GEMMs and softmaxes
 // alternating is what would close that. (Issuing tile j + 1's scores before tile j's
 // softmax within one warpgroup measured slower here: ptxas serialises the wgmmas around it.)
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -232,21 +231,10 @@ __global__ void __launch_bounds__(kThreads) attention_sm90_kernel(const Sm90Args
 #endif
 }
 
-// The dynamic shared memory limit is a per-device attribute of each instantiation: set it
-// once per device (the first 64; beyond, on every launch).
 template <class T, int D>
 cudaError_t launch_tiles(const Sm90Args& a, int64_t batch, int64_t heads, cudaStream_t stream) {
-  static std::atomic<uint64_t> devices_done{0};
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
+  const cudaError_t e = allow_shared_bytes<attention_sm90_kernel<T, D>>(shared_bytes<D>());
   if (e != cudaSuccess) return e;
-  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit == 0 || (devices_done.load(std::memory_order_relaxed) & bit) == 0) {
-    e = cudaFuncSetAttribute(attention_sm90_kernel<T, D>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes<D>());
-    if (e != cudaSuccess) return e;
-    devices_done.fetch_or(bit, std::memory_order_relaxed);
-  }
   const dim3 grid(unsigned((a.Tq + kQueryTile - 1) / kQueryTile), unsigned(heads), unsigned(batch));
   attention_sm90_kernel<T, D><<<grid, kThreads, shared_bytes<D>(), stream>>>(a);
   return cudaGetLastError();

@@ -23,7 +23,6 @@
 // On the H200 this reaches ~200 TFLOP/s (causal, 4096 tokens, Dh 128), about 0.38x of torch
 // SDPA's Hopper backend: mma.sync issues from registers with the warps of two blocks per SM
 // to hide its latency; the SM 90 path past this is wgmma with TMA-fed shared memory.
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -327,26 +326,10 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const TcArgs a) 
   }
 }
 
-// The dynamic shared memory limit is a per-device attribute of each instantiation: set it
-// once per device (the first 64; beyond, on every launch).
-template <class T, int D, int kM, bool kPaged>
-cudaError_t allow_shared_bytes() {
-  static std::atomic<uint64_t> devices_done{0};
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit != 0 && (devices_done.load(std::memory_order_relaxed) & bit) != 0) return cudaSuccess;
-  e = cudaFuncSetAttribute(attention_tc_kernel<T, D, kM, kPaged>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(TileLayout<D, kM>::bytes));
-  if (e == cudaSuccess) devices_done.fetch_or(bit, std::memory_order_relaxed);
-  return e;
-}
-
 template <class T, int D, int kM, bool kPaged>
 cudaError_t launch_tiles(const TcArgs& a, int64_t batch, int64_t heads, cudaStream_t stream) {
-  const cudaError_t e = allow_shared_bytes<T, D, kM, kPaged>();
+  const cudaError_t e =
+      allow_shared_bytes<attention_tc_kernel<T, D, kM, kPaged>>(int(TileLayout<D, kM>::bytes));
   if (e != cudaSuccess) return e;
   constexpr int64_t kQueryTile = 16 * kM * kWarps;
   const dim3 grid(unsigned((a.Tq + kQueryTile - 1) / kQueryTile), unsigned(heads), unsigned(batch));

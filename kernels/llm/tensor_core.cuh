@@ -1,16 +1,34 @@
-// Device helpers shared by the tensor-core attention kernels (attention_tc.cu on SM 80+,
-// attention_sm90.cu on SM 90a): asynchronous copies, f32 pairs as 16-bit register pairs and
-// one tile of the online softmax over the accumulator layout of mma.sync and wgmma.
+// Helpers shared by the tensor-core attention kernels (attention_tc.cu on SM 80+,
+// attention_sm90.cu on SM 90a): their shared-memory opt-in, asynchronous copies, f32 pairs as
+// 16-bit register pairs, one tile of the online softmax over the accumulator layout of
+// mma.sync and wgmma, and the output store.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "llm/device.cuh"
 
 namespace gk::kernels::llm {
+
+// Lets kernel kKernel take `bytes` of dynamic shared memory on the current device. The limit
+// is a per-device attribute of each kernel: set once per device (the first 64; beyond, on
+// every call).
+template <auto kKernel>
+cudaError_t allow_shared_bytes(int bytes) {
+  static std::atomic<uint64_t> devices_done{0};
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit != 0 && (devices_done.load(std::memory_order_relaxed) & bit) != 0) return cudaSuccess;
+  e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) devices_done.fetch_or(bit, std::memory_order_relaxed);
+  return e;
+}
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -509,8 +509,8 @@ Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor&
   // Each session's rows are its newest keys: causal attention over its filled prefix.
   if (batch == 1) {
     // One session whose blocks follow each other in the pool (a fresh session takes them in
-    // ascending order) has a contiguous cache: attention without a table then, which keeps
-    // a prefill on the tensor-core kernel (it reads no block table).
+    // ascending order) has a contiguous cache: attention without a table then, which on
+    // SM 90 lets attention_sm90 (it reads no block table) take a prefill.
     const std::vector<int32_t>& blocks = step.sessions[0]->blocks;
     const int64_t length = step.sessions[0]->length + t;
     const int64_t used = (length + kKvBlockSize - 1) / kKvBlockSize;

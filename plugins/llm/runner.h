@@ -305,7 +305,8 @@ struct Step {
 // cached values) for every row, as [T, Hq * Dh]: one kv_cache_write for k, one for v and
 // one attention call over the block pool when every session has as many rows (a decode
 // step, a prefill), else one attention call per session. A single session whose blocks
-// follow each other is passed as a contiguous cache (no table: tensor cores for prefill).
+// follow each other is passed as a contiguous cache (no table: on SM 90 attention_sm90,
+// which reads none, may take a prefill).
 Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor& k,
               const Tensor& v);
 // rope over x [1, T, H, Dh] in place, with the model's theta and scaling.
