@@ -12,7 +12,9 @@ bf16 on the GPU. Per model and side:
             step; HF: model(ids) with a fresh cache), tokens/s;
   decode    --new greedy tokens after that prompt (ours: gk_session_generate; HF:
             generate(do_sample=False, min_new_tokens=max_new_tokens)), the prefill time
-            subtracted, tokens/s and ms/token;
+            subtracted, tokens/s and ms/token; ours twice: replaying decode graphs (the
+            default) and op by op (GPUKIT_DECODE_GRAPHS=0), with whether the two give the
+            same greedy tokens;
   roofline  the bytes a decode step must read (every weight once, tied embeddings once, and
             the KV cache at the mean context) per ms/token, as a fraction of this run's
             device-to-device copy bandwidth (read + write bytes / time of a 1 GiB copy).
@@ -154,12 +156,29 @@ def bench(name: str, prompt_len: int, new: int, runs: int, copy_gbs: float) -> d
         our_total = timed(our_generate, runs)
         our_tokens = our_generate()
         our_logits = ours.session(max_context=prompt_len + 1).step(prompt)
+        del ours
+
+        # ---- GPUkit, every decode step op by op (no CUDA graphs) ----
+        os.environ["GPUKIT_DECODE_GRAPHS"] = "0"
+        try:
+            eager = gpukit.llm.load(folder, device="cuda", dtype="bf16")
+        finally:
+            del os.environ["GPUKIT_DECODE_GRAPHS"]
+
+        def eager_generate():
+            return eager.session(max_context=prompt_len + new + 1).generate(
+                prompt, max_new_tokens=new)
+
+        eager_total = timed(eager_generate, runs)
+        eager_tokens = eager_generate()
+        del eager
 
     per_token_bytes = weight_bytes(hf, cfg) + kv_bytes(cfg, prompt_len + new // 2)
     del hf
     torch.cuda.empty_cache()
     for side, prefill_s, total_s in (("hf", hf_prefill, hf_total),
-                                     ("ours", our_prefill_s, our_total)):
+                                     ("ours", our_prefill_s, our_total),
+                                     ("ours_op_by_op", our_prefill_s, eager_total)):
         decode_s = max(total_s - prefill_s, 1e-9) / new
         row[side] = {
             "prefill_tok_s": prompt_len / prefill_s,
@@ -173,6 +192,7 @@ def bench(name: str, prompt_len: int, new: int, runs: int, copy_gbs: float) -> d
                                   np.linalg.norm(hf_logits))
     first = next((i for i, (a, b) in enumerate(zip(our_tokens, hf_tokens)) if a != b), None)
     row["greedy_first_difference"] = first
+    row["graph_tokens_equal_op_by_op"] = our_tokens == eager_tokens
     return row
 
 
@@ -243,12 +263,14 @@ def main() -> int:
             print(f"{name}: gpukit could not load it: {row['error']}")
             continue
         print(f"{name}: prompt {args.prompt}, {args.new} new tokens, bf16")
-        print(f"  {'side':<6} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9} "
+        print(f"  {'side':<13} {'prefill tok/s':>14} {'decode tok/s':>13} {'ms/token':>9} "
               f"{'roofline':>9}")
-        for side in ("hf", "ours"):
+        for side in ("hf", "ours", "ours_op_by_op"):
             r = row[side]
-            print(f"  {side:<6} {r['prefill_tok_s']:>14.0f} {r['decode_tok_s']:>13.1f} "
+            print(f"  {side:<13} {r['prefill_tok_s']:>14.0f} {r['decode_tok_s']:>13.1f} "
                   f"{r['ms_per_token']:>9.2f} {r['roofline']:>8.1%}")
+        print(f"  decode graphs: {row['ours']['decode_tok_s'] / row['ours_op_by_op']['decode_tok_s']:.2f}x"
+              f" the op-by-op steps; greedy tokens identical: {row['graph_tokens_equal_op_by_op']}")
         print(f"  ours/hf: decode {row['decode_ratio']:.2f}x, prefill "
               f"{row['prefill_ratio']:.2f}x; first-step logits rel err "
               f"{row['logits_rel_err']:.2e}; greedy tokens first differ at "

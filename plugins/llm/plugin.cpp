@@ -40,7 +40,7 @@ void resolve_driver(Model& m) {
     void* p = nullptr;
     if (m.host->cuda_driver_symbol(m.host->host_context, name, &p) != GK_OK || !p) {
       fail(GK_UNAVAILABLE, std::string("llm: the CUDA driver has no ") + name +
-                               " (the runner uploads its KV block tables with it)");
+                               " (the runner copies its steps' inputs and graphs with it)");
     }
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
   };
@@ -48,6 +48,9 @@ void resolve_driver(Model& m) {
   symbol("cuCtxPopCurrent_v2", m.driver.ctx_pop);
   symbol("cuCtxSynchronize", m.driver.ctx_synchronize);
   symbol("cuMemcpyHtoDAsync_v2", m.driver.copy_to_device);
+  symbol("cuMemcpyDtoDAsync_v2", m.driver.copy_on_device);
+  symbol("cuStreamCreate", m.driver.stream_create);
+  symbol("cuStreamDestroy_v2", m.driver.stream_destroy);
   m.driver.context = d.cuda_context;
 }
 
@@ -78,6 +81,7 @@ gk_status model_create(void* state, const gk_model_create_args* args, void** out
     model->builder->load(*model,
                          WeightTable(args->weights, args->num_weights, model->config.architecture));
     model->norms_to_f32();
+    model->graphs.enable(*model);
     *out = model.release();
   });
 }
@@ -142,9 +146,11 @@ gk_status session_step(void* session_ptr, const gk_model_step_args* args) {
     }
     {
       std::shared_lock lock(m.kv_lock);
-      Ops ops(m.host, m.device, args->stream);
       Step step = Step::single(s, t);
-      m.builder->forward(step, ops, tokens, positions, logits);
+      if (t != 1 || !m.graphs.run(step, tokens, logits, args->stream)) {
+        Ops ops(m.host, m.device, args->stream);
+        m.builder->forward(step, ops, tokens, positions, logits);
+      }
     }
     s.length += t;
   });
@@ -190,8 +196,10 @@ gk_status batch_step(void* model_ptr, void* const* sessions, int32_t count,
     }
     {
       std::shared_lock lock(m.kv_lock);
-      Ops ops(m.host, m.device, args->stream);
-      m.builder->forward(step, ops, tokens, positions, logits);
+      if (!m.graphs.run(step, tokens, logits, args->stream)) {
+        Ops ops(m.host, m.device, args->stream);
+        m.builder->forward(step, ops, tokens, positions, logits);
+      }
     }
     for (Session* s : step.sessions) s->length += 1;
   });

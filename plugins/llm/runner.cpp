@@ -275,6 +275,7 @@ double config_float_or(const nlohmann::json& config, const char* key, double fal
 // ---- the model ----
 
 Model::~Model() {
+  graphs.clear();
   for (void* p : owned) host->free(host->host_context, device, p, nullptr);
   for (const std::vector<void*>* pool : {&kv.k, &kv.v}) {
     for (void* p : *pool) {
@@ -310,26 +311,14 @@ void Model::norms_to_f32() {
 
 // ---- the KV cache and attention ----
 
-namespace {
+ContextScope::ContextScope(const Driver& d) : d_(d) {
+  if (d_.ctx_push(d_.context) != 0) fail(GK_INTERNAL, "llm: cuCtxPushCurrent failed");
+}
 
-// The primary context current on this thread for a driver call, as before after it.
-class ContextScope {
- public:
-  explicit ContextScope(const Driver& d) : d_(d) {
-    if (d_.ctx_push(d_.context) != 0) fail(GK_INTERNAL, "llm: cuCtxPushCurrent failed");
-  }
-  ~ContextScope() {
-    void* popped = nullptr;
-    d_.ctx_pop(&popped);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const Driver& d_;
-};
-
-}  // namespace
+ContextScope::~ContextScope() {
+  void* popped = nullptr;
+  d_.ctx_pop(&popped);
+}
 
 Tensor Model::kv_pool(size_t layer, bool values) const {
   return Tensor::contiguous(values ? kv.v[layer] : kv.k[layer], dtype,
@@ -380,6 +369,7 @@ std::vector<int32_t> Model::take_blocks(int64_t count) {
       fail(status, "");
     }
     if (kv.num_blocks > 0) {
+      graphs.clear();  // they hold the old pool's addresses
       // Steps of other sessions may still read the old pool on their streams.
       if (driver.context) {
         ContextScope current(driver);
@@ -507,7 +497,7 @@ Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor&
   const bool even =
       std::all_of(step.rows.begin(), step.rows.end(), [&](int64_t r) { return r == step.rows[0]; });
   // Each session's rows are its newest keys: causal attention over its filled prefix.
-  if (batch == 1) {
+  if (batch == 1 && !step.captured) {
     // One session whose blocks follow each other in the pool (a fresh session takes them in
     // ascending order) has a contiguous cache: attention without a table then, which on
     // SM 90 lets attention_sm90 (it reads no block table) take a prefill.

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -210,6 +213,90 @@ struct Driver {
   int (*ctx_pop)(void**) = nullptr;    // cuCtxPopCurrent_v2
   int (*ctx_synchronize)() = nullptr;  // cuCtxSynchronize
   int (*copy_to_device)(uint64_t, const void*, size_t, void*) = nullptr;  // cuMemcpyHtoDAsync_v2
+  // Decode graphs (DecodeGraphs): their capture stream, and their inputs and logits copied in
+  // and out around each replay.
+  int (*copy_on_device)(uint64_t, uint64_t, size_t, void*) = nullptr;  // cuMemcpyDtoDAsync_v2
+  int (*stream_create)(void**, unsigned) = nullptr;                    // cuStreamCreate
+  int (*stream_destroy)(void*) = nullptr;                              // cuStreamDestroy_v2
+};
+
+// Makes the driver's context current for a scope (the runner's own driver calls).
+class ContextScope {
+ public:
+  explicit ContextScope(const Driver& d);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver& d_;
+};
+
+struct Model;
+struct Step;
+
+// One decode step's shapes captured as a CUDA graph (host->graph_*, plugin ABI 1.5).
+struct DecodeGraph {
+  void* graph = nullptr;
+  void* stream = nullptr;  // replays run there, in its order (it keys the graph)
+  int64_t batch = 0;       // sessions, one token each
+  int64_t width = 0;       // block-table width
+  // i32 [tokens B | positions B | slots B | lengths B | block table B x width] and f32 logits
+  // [B, vocab]: the graph's own input and output, copied in and out around each replay.
+  void* inputs = nullptr;
+  void* logits = nullptr;
+  uint64_t last_use = 0;
+};
+
+// A model's decode steps as CUDA graphs: a step of B sessions, one token each, is a replay of
+// one graph instead of ~20 op calls per layer from the host, each a dispatch and a launch
+// (docs/kernels/llm.md, "What bounds decode"). A decode step's kernels depend only on B and
+// the block table's width: the width is the longest session's blocks rounded up to a power
+// of two (at least kMinGraphBlocks), so a graph serves many steps and is captured
+// again only when that bucket, B or the stream changes; everything else (ids, positions,
+// slots, lengths, block ids) is data, copied into the graph's inputs before each replay.
+// A shape is captured on its third step (the first ones run op by op, so that every op's
+// plan and kernel are loaded first); a capture that fails leaves that shape op by op.
+// Graphs hold the KV pool's addresses: growing the pool releases them all.
+// Off on the cpu device, for encoder-decoder models (their cross caches are per window),
+// with a host older than plugin ABI 1.5, and with GPUKIT_DECODE_GRAPHS=0.
+class DecodeGraphs {
+ public:
+  static constexpr int64_t kMinGraphBlocks = 4;  // 64 positions
+  static constexpr size_t kMaxGraphs = 8;         // least recently used ones released first
+  static constexpr int kEagerStepsFirst = 2;
+
+  DecodeGraphs() = default;
+  ~DecodeGraphs();
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+
+  // Set at model_create.
+  void enable(Model& model);
+  bool enabled() const { return model_ != nullptr; }
+  // Runs `step` (every session one row) as a replay when its shape has a graph, capturing it
+  // when due; false when the caller must run the step op by op.
+  bool run(Step& step, const Tensor& tokens, const Tensor& logits, void* stream);
+  // Releases every graph (the KV pool is about to move). Call with kv_lock held exclusively.
+  void clear();
+
+ private:
+  struct Key {
+    void* stream;
+    int64_t batch, width;
+    bool operator<(const Key& o) const {
+      return std::tie(stream, batch, width) < std::tie(o.stream, o.batch, o.width);
+    }
+  };
+  DecodeGraph* capture(Step& step, const Key& key);
+  void release(DecodeGraph& g);
+
+  Model* model_ = nullptr;
+  std::mutex lock_;
+  void* capture_stream_ = nullptr;
+  std::vector<std::unique_ptr<DecodeGraph>> graphs_;
+  std::map<Key, int> seen_;  // steps run op by op per shape; -1: its capture failed
+  uint64_t clock_ = 0;
 };
 
 // The keys and values of every session of a model: per layer, a pool of blocks
@@ -242,6 +329,7 @@ struct Model {
   // Steps and copies read the pool shared; taking or returning blocks (and growing the pool,
   // which moves it) is exclusive.
   mutable std::shared_mutex kv_lock;
+  DecodeGraphs graphs;
   ~Model();
   void norms_to_f32();
   // Layer `layer`'s key (or value) pool as a tensor.
@@ -295,6 +383,9 @@ struct Step {
   // slot of each new row [T], each session's length after the step [B] and its row of
   // block ids [B, max_blocks]. One upload at the first layer's attend serves every layer.
   Tensor slots, kv_lengths, block_table;
+  // Captured into a decode graph: attention reads the block table even for one session, as
+  // no shape may depend on the sessions' lengths.
+  bool captured = false;
   // One session's step of `count` tokens.
   static Step single(Session& session, int64_t count);
 };

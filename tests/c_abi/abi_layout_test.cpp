@@ -247,6 +247,12 @@ GK_PIN(gk_host_services, op_call, 80);
 static_assert(GK_HOST_SERVICES_SIZE_1_1 == 88);
 GK_PIN(gk_plugin_api, model, 64);
 static_assert(GK_PLUGIN_API_SIZE_1_1 == 72);
+// Plugin ABI 1.5: the graph services follow op_call.
+GK_PIN(gk_host_services, graph_begin, 88);
+GK_PIN(gk_host_services, graph_end, 96);
+GK_PIN(gk_host_services, graph_launch, 104);
+GK_PIN(gk_host_services, graph_release, 112);
+static_assert(GK_HOST_SERVICES_SIZE_1_5 == 120);
 GK_PIN(gk_plugin_weight, name, 0);
 GK_PIN(gk_plugin_weight, tensor, 8);
 GK_PIN_SIZE(gk_plugin_weight, 48);

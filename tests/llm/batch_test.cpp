@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_runtime.h"
 #include "gpukit/gpukit.h"
 #include "gpukit/gpukit_plugin.h"
 
@@ -214,32 +215,13 @@ TEST_F(LlmBatch, a_batched_step_gives_every_session_the_logits_it_gets_alone) {
 
 // The same on a GPU, where a batch's matmuls are one [B, hidden] GEMM in a CUDA plugin.
 TEST_F(LlmBatch, a_batched_step_on_a_cuda_device_gives_every_session_its_own_logits) {
-  gk_runtime_options o = GK_RUNTIME_OPTIONS_INIT;
-  o.flags = GK_RUNTIME_IGNORE_ENVIRONMENT | GK_RUNTIME_NO_DEFAULT_PLUGINS;
-  o.devices = "all";
-  o.plugin_path = GPUKIT_TEST_MANIFESTS;
-  gk_runtime* rt = nullptr;
-  ASSERT_EQ(gk_runtime_create(&o, &rt), GK_OK) << gk_last_error();
-  int32_t count = 0, cuda = -1;
-  gk_device_count(rt, &count);
-  for (int32_t d = 0; d < count && cuda < 0; ++d) {
-    gk_device_props p{};
-    p.struct_size = sizeof(p);
-    if (gk_device_get_props(rt, d, &p) == GK_OK && p.kind == GK_DEVICE_KIND_CUDA) cuda = d;
-  }
-  bool cuda_plugins = false;
-  for (int32_t i = 0; i < gk_plugin_count(rt); ++i) {
-    gk_plugin_info p{};
-    p.struct_size = sizeof(p);
-    if (gk_plugin_get(rt, i, &p) == GK_OK && p.loaded && p.device_kind == GK_DEVICE_KIND_CUDA &&
-        std::string(p.family) == "llm") {
-      cuda_plugins = true;
-    }
-  }
-  if (cuda < 0 || !cuda_plugins) {
+  CudaRuntime c = cuda_runtime();
+  ASSERT_NE(c.rt, nullptr) << c.skip;
+  gk_runtime* rt = c.rt;
+  const int32_t cuda = c.device;
+  if (!c.skip.empty()) {
     gk_runtime_destroy(rt);
-    GTEST_SKIP() << (cuda < 0 ? "no CUDA device"
-                              : "no CUDA llm kernel plugin (built without CUDA)");
+    GTEST_SKIP() << c.skip;
   }
   check_batched_steps(this, rt, cuda, "cuda");
   gk_runtime_destroy(rt);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_runtime.h"
 #include "gpukit/gpukit.h"
 
 namespace {
@@ -225,33 +226,13 @@ TEST_F(Llm, every_golden_model_matches_hf_in_bf16_within_the_weights_rounding) {
 // The same goldens through the same op path on a GPU: each op goes to llm_cuda, the matmul
 // plugins or cuBLASLt instead of the cpu plugin.
 TEST_F(Llm, every_golden_model_matches_hf_on_a_cuda_device) {
-  gk_runtime_options o = GK_RUNTIME_OPTIONS_INIT;
-  o.flags = GK_RUNTIME_IGNORE_ENVIRONMENT | GK_RUNTIME_NO_DEFAULT_PLUGINS;
-  o.devices = "all";
-  o.plugin_path = GPUKIT_TEST_MANIFESTS;
-  gk_runtime* rt = nullptr;
-  ASSERT_EQ(gk_runtime_create(&o, &rt), GK_OK) << gk_last_error();
-  int32_t count = 0, cuda = -1;
-  gk_device_count(rt, &count);
-  for (int32_t d = 0; d < count && cuda < 0; ++d) {
-    gk_device_props p{};
-    p.struct_size = sizeof(p);
-    if (gk_device_get_props(rt, d, &p) == GK_OK && p.kind == GK_DEVICE_KIND_CUDA) cuda = d;
-  }
-  // A build without CUDA has no kernel plugin for the device: nothing to run the ops.
-  bool cuda_plugins = false;
-  for (int32_t i = 0; i < gk_plugin_count(rt); ++i) {
-    gk_plugin_info p{};
-    p.struct_size = sizeof(p);
-    if (gk_plugin_get(rt, i, &p) == GK_OK && p.loaded && p.device_kind == GK_DEVICE_KIND_CUDA &&
-        std::string(p.family) == "llm") {
-      cuda_plugins = true;
-    }
-  }
-  if (cuda < 0 || !cuda_plugins) {
+  CudaRuntime c = cuda_runtime();
+  ASSERT_NE(c.rt, nullptr) << c.skip;
+  gk_runtime* rt = c.rt;
+  const int32_t cuda = c.device;
+  if (!c.skip.empty()) {
     gk_runtime_destroy(rt);
-    GTEST_SKIP() << (cuda < 0 ? "no CUDA device"
-                              : "no CUDA llm kernel plugin (built without CUDA)");
+    GTEST_SKIP() << c.skip;
   }
   for (int32_t dtype : {GK_DTYPE_F32, GK_DTYPE_BF16}) {
     for (const char* name : kModels) {

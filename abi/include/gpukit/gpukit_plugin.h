@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GK_PLUGIN_ABI_VERSION_MAJOR 1
-#define GK_PLUGIN_ABI_VERSION_MINOR 4
+#define GK_PLUGIN_ABI_VERSION_MINOR 5
 #define GK_PLUGIN_ABI_VERSION \
   GK_MAKE_VERSION(GK_PLUGIN_ABI_VERSION_MAJOR, GK_PLUGIN_ABI_VERSION_MINOR)
 
@@ -103,10 +103,31 @@ typedef struct gk_host_services {
    * or tensors the host handed over). On failure the message is left for the host's
    * caller: return the status unchanged. This is how a model plugin composes ops. */
   gk_status (*op_call)(void* host_context, const gk_kernel_args* args);
+
+  /* Plugin ABI 1.5: CUDA graphs of op calls, so that a model plugin replays a decode step
+   * with one launch instead of dispatching each op again.
+   * graph_begin starts capturing `stream` (one the plugin created, not the legacy default
+   * stream), in the driver's relaxed mode: the op calls queued on it until graph_end are
+   * recorded, not run. Memory freed on it meanwhile (host->free: the plugin's scratch and the
+   * ops' own) stays allocated and becomes the graph's. Free the step's scratch before
+   * graph_end, and allocate what must outlive the capture (the graph's inputs and outputs)
+   * before graph_begin. UNIMPLEMENTED on the cpu device.
+   * graph_end ends the capture and returns the graph, ready to launch, in *graph. When the
+   * capture failed (an op synchronized or waited on work outside it, an op call failed) it
+   * returns an error naming the cause, and the held memory goes back to the pool; call it
+   * after a failed op call too, to end the capture.
+   * graph_launch replays the graph on `stream` (any stream of the graph's device; NULL: the
+   * default stream): the same kernels on the same addresses, in the stream's order.
+   * graph_release waits for the graph's last launch, then frees it and its held memory. */
+  gk_status (*graph_begin)(void* host_context, int32_t device, void* stream);
+  gk_status (*graph_end)(void* host_context, int32_t device, void* stream, void** graph);
+  gk_status (*graph_launch)(void* host_context, void* graph, void* stream);
+  void (*graph_release)(void* host_context, void* graph);
 } gk_host_services;
 
 #define GK_HOST_SERVICES_SIZE GK_STRUCT_SIZE(gk_host_services, device_info)
 #define GK_HOST_SERVICES_SIZE_1_1 GK_STRUCT_SIZE(gk_host_services, op_call)
+#define GK_HOST_SERVICES_SIZE_1_5 GK_STRUCT_SIZE(gk_host_services, graph_release)
 
 /* ---------------------------------------------------------------------------------
  * A call as the plugin sees it.

@@ -76,6 +76,14 @@ const Driver* Driver::get(std::string* why) {
         {"cuCtxGetCurrent", reinterpret_cast<void**>(&a.cuCtxGetCurrent)},
         {"cuPointerGetAttributes", reinterpret_cast<void**>(&a.cuPointerGetAttributes)},
         {"cuMemcpyAsync", reinterpret_cast<void**>(&a.cuMemcpyAsync)},
+        {"cuStreamBeginCapture_v2", reinterpret_cast<void**>(&a.cuStreamBeginCapture)},
+        {"cuStreamEndCapture", reinterpret_cast<void**>(&a.cuStreamEndCapture)},
+        {"cuStreamIsCapturing", reinterpret_cast<void**>(&a.cuStreamIsCapturing)},
+        {"cuGraphInstantiateWithFlags",
+         reinterpret_cast<void**>(&a.cuGraphInstantiateWithFlags)},
+        {"cuGraphLaunch", reinterpret_cast<void**>(&a.cuGraphLaunch)},
+        {"cuGraphExecDestroy", reinterpret_cast<void**>(&a.cuGraphExecDestroy)},
+        {"cuGraphDestroy", reinterpret_cast<void**>(&a.cuGraphDestroy)},
     };
     for (const Symbol& s : symbols) {
       *s.slot = dlsym(handle, s.name);

@@ -16,6 +16,8 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kErrorNotReady = 600;
@@ -36,6 +38,10 @@ constexpr CUresult kErrorLaunchOutOfResources = 701;
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr unsigned kMemoryTypeUnregistered = 0;  // what cuPointerGetAttributes reports
 constexpr unsigned kMemHostAllocPortable = 0x1;  // CU_MEMHOSTALLOC_PORTABLE
+// Graph capture (plugin/graph_services.h): CU_STREAM_CAPTURE_MODE_RELAXED, and the
+// CUstreamCaptureStatus of a stream that is not capturing.
+constexpr int kStreamCaptureModeRelaxed = 2;
+constexpr int kStreamCaptureStatusNone = 0;
 
 // Entry points GPUkit calls, resolved by name (the _v2 names are what cuda.h maps the
 // plain names to).
@@ -82,6 +88,14 @@ struct DriverApi {
   // The transfer engine (memory/transfer_engine.h).
   CUresult (*cuPointerGetAttributes)(unsigned, int*, void**, CUdeviceptr);
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  // CUDA graphs of op calls (plugin/graph_services.h).
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuStreamIsCapturing)(CUstream, int*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
 };
 
 // The opened driver. Created once per process; lives until exit (unloading libcuda

@@ -98,6 +98,14 @@ class CudaBackend final : public PoolBackend {
     // The legacy default stream (nullptr) is the current context's.
     CurrentContext current(*this);
     if (!current.ok) cuda::check(driver_, current.result, "cuCtxPushCurrent_v2", __FILE__, __LINE__);
+    // A capturing stream cannot wait for work queued outside its capture (the graph would not
+    // hold the dependency): the host waits for that work instead, once, while capturing.
+    int capture = cuda::kStreamCaptureStatusNone;
+    if (stream && api_.cuStreamIsCapturing(stream, &capture) == cuda::kSuccess &&
+        capture != cuda::kStreamCaptureStatusNone) {
+      GK_CU_CHECK(driver_, cuEventSynchronize(static_cast<cuda::CUevent>(event)));
+      return;
+    }
     GK_CU_CHECK(driver_, cuStreamWaitEvent(stream, static_cast<cuda::CUevent>(event), 0));
   }
   void synchronize_event(void* event) noexcept override {
@@ -237,7 +245,33 @@ void* DeviceMemory::allocate(const Device& device, uint64_t bytes, cuda::CUstrea
 }
 
 void DeviceMemory::deallocate(const Device& device, void* ptr, cuda::CUstream stream) const {
+  if (stream && captures_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> lock(capture_mu_);
+    auto it = captured_.find(stream);
+    if (it != captured_.end()) {
+      it->second.push_back(ptr);
+      return;
+    }
+  }
   pool(device).free_raw(ptr, stream, "host.free");
+}
+
+void DeviceMemory::begin_capture(cuda::CUstream stream) const {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  if (!captured_.emplace(stream, std::vector<void*>{}).second) {
+    fail(GK_FAILED_PRECONDITION, "host.graph_begin: the stream is being captured already");
+  }
+  captures_.fetch_add(1, std::memory_order_release);
+}
+
+std::vector<void*> DeviceMemory::end_capture(cuda::CUstream stream) const {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  auto it = captured_.find(stream);
+  if (it == captured_.end()) return {};
+  std::vector<void*> held = std::move(it->second);
+  captured_.erase(it);
+  captures_.fetch_sub(1, std::memory_order_release);
+  return held;
 }
 
 void* Allocation::locate(cuda::CUstream stream, bool pin) {

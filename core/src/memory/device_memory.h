@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,9 +34,20 @@ class DeviceMemory {
   void* allocate(const Device& device, uint64_t bytes, cuda::CUstream stream) const;
   void deallocate(const Device& device, void* ptr, cuda::CUstream stream) const;
 
+  // While `stream` is captured into a CUDA graph (plugin/graph_services.h), the memory freed
+  // on it through deallocate stays allocated: the graph's kernels keep using it on every
+  // replay. end_capture hands those pointers to the graph, which frees them when released.
+  // FAILED_PRECONDITION when the stream is being captured already.
+  void begin_capture(cuda::CUstream stream) const;
+  std::vector<void*> end_capture(cuda::CUstream stream) const;
+
  private:
   const DeviceSet& devices_;
   std::vector<std::unique_ptr<MemoryPool>> pools_;
+  // Checked by every deallocate: a capture is rare, so the map is looked at only during one.
+  mutable std::atomic<int> captures_{0};
+  mutable std::mutex capture_mu_;
+  mutable std::unordered_map<cuda::CUstream, std::vector<void*>> captured_;
 };
 
 // The backends: exposed for tests that need a pool over plain host memory.

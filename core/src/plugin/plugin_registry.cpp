@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "device/device.h"
 #include "memory/device_memory.h"
+#include "plugin/graph_services.h"
 #include "plugin/library_search.h"
 
 namespace gk {
@@ -253,6 +254,10 @@ void PluginRegistry::load(PluginRecord& r) {
   s.cuda_driver_symbol = service_cuda_symbol;
   s.device_info = service_device_info;
   s.op_call = services_.op_call;
+  s.graph_begin = service_graph_begin;
+  s.graph_end = service_graph_end;
+  s.graph_launch = service_graph_launch;
+  s.graph_release = service_graph_release;
 
   take_plugin_error();
   const gk_plugin_api* api = nullptr;
