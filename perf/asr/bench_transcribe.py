@@ -232,6 +232,20 @@ def bench_model(name, folder, audio, reference, args, normalize):
             return row
     row.update(ours_s=ours[0], ours_batch_size=ours[1], ours_rtfx=seconds / ours[0],
                ours_wer=wer(ours[2]), ours_words=len(ours[2].split()), ratio=best[0] / ours[0])
+    # The same transcription with every decoder step op by op (no CUDA graphs), for what the
+    # decode graphs bring in this run.
+    if args.device == "cuda":
+        os.environ["GPUKIT_DECODE_GRAPHS"] = "0"
+        try:
+            eager = load(folder, device=args.device, dtype=args.dtype)
+        finally:
+            del os.environ["GPUKIT_DECODE_GRAPHS"]
+        eager_s, eager_result = timed(lambda: eager.transcribe(
+            audio, language=language, temperature=0.0, batch_size=ours[1]), args.runs, sync)
+        row.update(op_by_op_s=eager_s, op_by_op_same_text=eager_result.text == ours[2])
+        print(f"  {name}: ours op by op, batch_size {ours[1]}: {eager_s:.2f} s (RTFx "
+              f"{seconds / eager_s:.1f}); decode graphs {eager_s / ours[0]:.2f}x faster, same "
+              f"text: {eager_result.text == ours[2]}", flush=True)
     return row
 
 

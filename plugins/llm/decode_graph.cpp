@@ -39,7 +39,7 @@ void DecodeGraphs::enable(Model& model) {
   const gk_host_services* host = model.host;
   const char* setting = std::getenv("GPUKIT_DECODE_GRAPHS");
   if (setting && std::strcmp(setting, "0") == 0) return;
-  if (!model.driver.context || model.builder->encode) return;
+  if (!model.driver.context) return;
   if (host->struct_size < GK_HOST_SERVICES_SIZE_1_5 || !host->graph_begin) return;
   model_ = &model;
 }
@@ -53,16 +53,32 @@ bool DecodeGraphs::run(Step& step, const Tensor& tokens, const Tensor& logits, v
       logits.strides[0] != logits.shape[1] || logits.strides[1] != 1) {
     return false;
   }
-  const Key key{stream, batch, table_width(step)};
+  Key key{stream, batch, table_width(step), {}};
+  if (model_->builder->encode) {
+    for (const Session* s : step.sessions) key.windows.push_back(s->cross.get());
+  }
   std::lock_guard<std::mutex> guard(lock_);
+  // A graph whose windows no session holds any more can never be replayed: release it (and
+  // the windows' memory with it).
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    const bool orphaned = std::any_of((*it)->windows.begin(), (*it)->windows.end(),
+                                      [](const auto& w) { return w.use_count() == 1; });
+    if (orphaned) {
+      release(**it);
+      it = graphs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   DecodeGraph* g = nullptr;
   for (const auto& each : graphs_) {
-    if (each->stream == key.stream && each->batch == key.batch && each->width == key.width) {
+    if (key_of(*each) == key) {
       g = each.get();
       break;
     }
   }
   if (!g) {
+    if (seen_.size() >= kMaxSeen) seen_.clear();
     int& seen = seen_[key];
     if (seen < 0 || seen++ < kEagerStepsFirst) return false;
     g = capture(step, key);
@@ -125,6 +141,9 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
   g->stream = key.stream;
   g->batch = key.batch;
   g->width = key.width;
+  if (!key.windows.empty()) {
+    for (const Session* s : step.sessions) g->windows.push_back(s->cross);
+  }
   const int64_t batch = key.batch, vocab = m.config.vocab;
   const int64_t input_count = 4 * batch + batch * key.width;
   // The graph's input and output outlive the capture, so they are not its scratch.
@@ -179,6 +198,12 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
              std::to_string(key.width) + " blocks, captured as a CUDA graph")
                 .c_str());
   return graphs_.back().get();
+}
+
+DecodeGraphs::Key DecodeGraphs::key_of(const DecodeGraph& g) {
+  Key key{g.stream, g.batch, g.width, {}};
+  for (const auto& w : g.windows) key.windows.push_back(w.get());
+  return key;
 }
 
 void DecodeGraphs::release(DecodeGraph& g) {

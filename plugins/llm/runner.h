@@ -234,6 +234,7 @@ class ContextScope {
 
 struct Model;
 struct Step;
+struct CrossCache;
 
 // One decode step's shapes captured as a CUDA graph (host->graph_*, plugin ABI 1.5).
 struct DecodeGraph {
@@ -241,6 +242,11 @@ struct DecodeGraph {
   void* stream = nullptr;  // replays run there, in its order (it keys the graph)
   int64_t batch = 0;       // sessions, one token each
   int64_t width = 0;       // block-table width
+  // Encoder-decoder models: each session's encoded window, whose cross-attention keys and
+  // values the graph reads at their addresses. Held, so that no other window can take those
+  // addresses while the graph lives; a graph whose windows no session holds any more is
+  // released.
+  std::vector<std::shared_ptr<const CrossCache>> windows;
   // i32 [tokens B | positions B | slots B | lengths B | block table B x width] and f32 logits
   // [B, vocab]: the graph's own input and output, copied in and out around each replay.
   void* inputs = nullptr;
@@ -257,9 +263,12 @@ struct DecodeGraph {
 // slots, lengths, block ids) is data, copied into the graph's inputs before each replay.
 // A shape is captured on its third step (the first ones run op by op, so that every op's
 // plan and kernel are loaded first); a capture that fails leaves that shape op by op.
-// Graphs hold the KV pool's addresses: growing the pool releases them all.
-// Off on the cpu device, for encoder-decoder models (their cross caches are per window),
-// with a host older than plugin ABI 1.5, and with GPUKIT_DECODE_GRAPHS=0.
+// Graphs hold the KV pool's addresses: growing the pool releases them all. An
+// encoder-decoder model's graph also holds its sessions' encoded windows (Whisper's
+// cross-attention caches), so the windows key it too: a batch of windows is captured once
+// and replayed for the rest of their tokens.
+// Off on the cpu device, with a host older than plugin ABI 1.5, and with
+// GPUKIT_DECODE_GRAPHS=0.
 class DecodeGraphs {
  public:
   static constexpr int64_t kMinGraphBlocks = 4;  // 64 positions
@@ -284,10 +293,16 @@ class DecodeGraphs {
   struct Key {
     void* stream;
     int64_t batch, width;
+    std::vector<const CrossCache*> windows;  // per session; empty for decoder-only models
     bool operator<(const Key& o) const {
-      return std::tie(stream, batch, width) < std::tie(o.stream, o.batch, o.width);
+      return std::tie(stream, batch, width, windows) <
+             std::tie(o.stream, o.batch, o.width, o.windows);
+    }
+    bool operator==(const Key& o) const {
+      return stream == o.stream && batch == o.batch && width == o.width && windows == o.windows;
     }
   };
+  static Key key_of(const DecodeGraph& g);
   DecodeGraph* capture(Step& step, const Key& key);
   void release(DecodeGraph& g);
 
@@ -295,7 +310,10 @@ class DecodeGraphs {
   std::mutex lock_;
   void* capture_stream_ = nullptr;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;
-  std::map<Key, int> seen_;  // steps run op by op per shape; -1: its capture failed
+  // Steps run op by op per shape; -1: its capture failed. Forgotten past kMaxSeen shapes
+  // (a long transcription meets a new set of windows every few seconds of audio).
+  std::map<Key, int> seen_;
+  static constexpr size_t kMaxSeen = 256;
   uint64_t clock_ = 0;
 };
 

@@ -130,6 +130,36 @@ def test_random_whisper_odd_sizes_match_hf_f32(tmp_path, sizes):
     assert _rel_err(session.step(tokens, all_logits=True), ref_other) <= 1e-4
 
 
+@needs_hf
+@pytest.mark.skipif(DEVICE != "cuda", reason="decode graphs are CUDA graphs; "
+                    "GPUKIT_ASR_DEVICE=cuda runs this on the GPU machine")
+def test_decode_steps_replayed_from_cuda_graphs_match_op_by_op(tmp_path, capfd, monkeypatch):
+    # One window's decoder steps, one token each: from the third on they are replays of a
+    # graph that reads the window's cross-attention keys and values (plugins/llm
+    # decode_graph.cpp); a second window is a new graph. The runtime's debug log shows the
+    # captures, so a silent fall back to op-by-op steps fails the test.
+    path = _random_whisper(tmp_path, 80, 64, 2, 2, 1, 3, 16)
+    rng = np.random.default_rng(3)
+    tokens = [int(t) for t in rng.integers(3, 120, 20)]
+    monkeypatch.delenv("GPUKIT_LOG_LEVEL", raising=False)
+    runtime = gpukit.Runtime(log_level=gpukit.lib.GK_LOG_DEBUG)
+    monkeypatch.setenv("GPUKIT_DECODE_GRAPHS", "0")
+    op_by_op = gpukit.asr.load(path, device="cuda", runtime=runtime)
+    monkeypatch.delenv("GPUKIT_DECODE_GRAPHS")
+    graphed = gpukit.asr.load(path, device="cuda", runtime=runtime)
+    capfd.readouterr()
+    for window in range(2):
+        mel = rng.standard_normal((80, 32)).astype(np.float32)
+        a, b = op_by_op._session(mel), graphed._session(mel)
+        for tok in tokens:
+            ra = np.asarray(a.step([tok])).reshape(-1)
+            rb = np.asarray(b.step([tok])).reshape(-1)
+            assert _rel_err(rb, ra) <= 1e-6, f"window {window}"
+    log = capfd.readouterr().err
+    assert log.count("captured as a CUDA graph") == 2, log[-2000:]
+    assert "graph_end" not in log, log[-2000:]
+
+
 def test_bad_features_are_refused_with_the_reason(tiny_en):
     model = gpukit.asr.load(tiny_en, device=DEVICE)
     with pytest.raises(ValueError, match=r"\[80, frames\]"):
