@@ -11,7 +11,7 @@
 //
 // Few blocks and many keys (decode: Tq = 1, so B · Hq blocks) leave most SMs idle and each
 // warp walking a long chain of dependent loads, so the keys are split over `splits` blocks
-// per (i, h, b) (grid.z = B · splits), each covering kSplitKeys keys; every block writes its
+// per (i, h, b) (grid.z = B · splits), each covering Tk / splits keys; every block writes its
 // (M, Σ l, Σ acc) to the workspace and a second kernel merges the splits the same way the
 // warps are merged above.
 //
@@ -35,10 +35,14 @@ namespace {
 
 constexpr int kWarps = 8;  // 256 threads: 8 independent key streams per (token, head)
 constexpr int kPerLane = kMaxAttentionHeadDim / 32;
-// Keys per split block: 32 per warp, enough to amortise the block's setup and merge.
-constexpr int64_t kSplitKeys = 256;
-// Splitting pays while the unsplit grid is smaller than this (about 8 blocks per SM on H100).
+// Splitting pays while the unsplit grid is smaller than this (about 8 blocks per SM on
+// H100): the keys are split until the grid reaches it, so each warp's chain of dependent
+// loads is as short as the machine allows...
 constexpr int64_t kSplitBelowBlocks = 1024;
+// ...down to kMinSplitKeys keys per split block (8 per warp), enough to amortise the block's
+// setup and its share of the merge. A decode graph sizes the grid for its block table's
+// width, not the session's length, so splits past the length exit at once.
+constexpr int64_t kMinSplitKeys = 64;
 constexpr int64_t kMaxSplits = 64;
 
 struct AttentionArgs : AttentionOperands {
@@ -56,8 +60,10 @@ int64_t key_capacity(const View& k, const View& block_table) {
 int64_t split_count(const View& q, const View& k, const View& block_table) {
   const int64_t blocks = q.shape[0] * q.shape[1] * q.shape[2];
   const int64_t tk = key_capacity(k, block_table);
-  if (blocks >= kSplitBelowBlocks || tk <= kSplitKeys) return 1;
-  const int64_t splits = (tk + kSplitKeys - 1) / kSplitKeys;
+  if (blocks >= kSplitBelowBlocks || tk <= kMinSplitKeys) return 1;
+  const int64_t by_grid = (kSplitBelowBlocks + blocks - 1) / blocks;
+  const int64_t by_keys = (tk + kMinSplitKeys - 1) / kMinSplitKeys;
+  const int64_t splits = by_grid < by_keys ? by_grid : by_keys;
   return splits < kMaxSplits ? splits : kMaxSplits;
 }
 
@@ -87,11 +93,18 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
     acc[r] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
+  // With a table, the block id of the warp's next key is loaded one key ahead, so the table
+  // read is not one more dependent load in each key's chain.
+  auto block_of = [&](int64_t j) -> int64_t {
+    return j <= last ? int64_t(a.table[b * a.ts[0] + (j / a.block_size) * a.ts[1]]) : 0;
+  };
+  int64_t next_block = a.table ? block_of(first + warp) : 0;
   for (int64_t j = first + warp; j <= last; j += kWarps) {
     // The whole warp reads key j: a skipped key is skipped by all of its lanes.
     int64_t block = 0, row = j;
     if (a.table) {
-      block = a.table[b * a.ts[0] + (j / a.block_size) * a.ts[1]];
+      block = next_block;
+      next_block = block_of(j + kWarps);
       if (block < 0 || block >= a.num_blocks) continue;
       row = j % a.block_size;
     }

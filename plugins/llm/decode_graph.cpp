@@ -116,8 +116,15 @@ bool DecodeGraphs::run(Step& step, const Tensor& tokens, const Tensor& logits, v
       fail(GK_INTERNAL, "llm: copying a decode step's inputs into its graph failed");
     }
   }
-  const gk_status launched = services->graph_launch(services->host_context, g->graph, stream);
-  if (launched != GK_OK) fail(launched, "");
+  // A stream the graph cannot be launched into (its work stays undone, the inputs copied in
+  // are the graph's own): that shape runs op by op from now on, with the host's warning.
+  if (services->graph_launch(services->host_context, g->graph, stream) != GK_OK) {
+    seen_[key] = -1;
+    auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const auto& p) { return p.get() == g; });
+    release(*g);
+    graphs_.erase(it);
+    return false;
+  }
   ContextScope current(m.driver);
   if (m.driver.copy_on_device(address(logits.data), address(g->logits),
                               size_t(batch * m.config.vocab) * sizeof(float), stream) != 0) {

@@ -46,7 +46,7 @@ void count_log(void* user, int32_t, const char* message) {
   const std::string line = message ? message : "";
   std::lock_guard<std::mutex> lock(c->mu);
   if (line.find("captured as a CUDA graph") != std::string::npos) ++c->captured;
-  if (line.find("graph_end") != std::string::npos) c->failures.push_back(line);
+  if (line.find("host.graph_") != std::string::npos) c->failures.push_back(line);
 }
 
 class DecodeGraphs : public ::testing::Test {

@@ -108,7 +108,12 @@ gk_status service_graph_launch(void* context, void* graph, void* stream) {
     const cuda::Driver& driver = *s.devices->driver();
     cuda::ContextGuard guard(driver, g->device->context);
     auto native = static_cast<cuda::CUstream>(stream);
-    GK_CU_CHECK(driver, cuGraphLaunch(g->exec, native));
+    const cuda::CUresult r = driver.api().cuGraphLaunch(g->exec, native);
+    if (r != cuda::kSuccess) {
+      const std::string why = "host.graph_launch: cuGraphLaunch failed: " + driver.error_text(r);
+      s.logger->warning(why);
+      fail(GK_INTERNAL, why);
+    }
     g->last_stream = native;
     g->launched = true;
   });
