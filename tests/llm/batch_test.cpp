@@ -534,6 +534,136 @@ TEST_F(LlmBatch, a_finished_task_takes_no_session) {
   gk_model_release(m);
 }
 
+uint64_t ops_launched(gk_task* t) {
+  gk_task_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(gk_task_get_info(t, &info), GK_OK) << gk_last_error();
+  return info.ops_launched;
+}
+
+// A session of a task runs its work on a stream of the task, so the task counts its ops:
+// the model plugin's (its step's ops, called through the host on the stream it is given)
+// and the sample op. A session of no task, or a batch led by one, launches nothing of the
+// task's, and gives the same tokens. Once the task has finished, its session's steps are
+// refused with the task's state.
+TEST_F(LlmBatch, a_sessions_steps_and_draws_are_launched_on_its_tasks_stream) {
+  gk_model* m = load("llama");
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = golden_prompt("llama", "prompt");
+  gk_task* t = task("decode", 0);
+  ASSERT_NE(t, nullptr);
+  gk_session* charged = open(m, 64, t);
+  gk_session* free_session = open(m, 64);
+  ASSERT_TRUE(charged && free_session);
+  EXPECT_EQ(ops_launched(t), 0u);  // making the KV cache launches nothing
+
+  // A step alone (no sampling): the plugin's ops are the task's.
+  std::vector<float> logits(320);
+  ASSERT_EQ(gk_session_step(charged, prompt.data(), int32_t(prompt.size()), 0, logits.data()),
+            GK_OK)
+      << gk_last_error();
+  const uint64_t per_step = ops_launched(t);
+  EXPECT_GT(per_step, 2u);  // llama: 2 layers of several ops each
+  gk_task_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(gk_task_get_info(t, &info), GK_OK);
+  EXPECT_EQ(info.state, GK_TASK_RUNNING);  // the first op moved it from Admitted
+  std::vector<float> free_logits(320);
+  ASSERT_EQ(gk_session_step(free_session, prompt.data(), int32_t(prompt.size()), 0,
+                            free_logits.data()),
+            GK_OK)
+      << gk_last_error();
+  EXPECT_EQ(ops_launched(t), per_step);
+  EXPECT_EQ(logits, free_logits);
+
+  // Generation: each token is a step and a draw, all of them the task's.
+  const int32_t first = argmax(logits.data(), 320);
+  gk_generate_options o = greedy(4);
+  std::vector<int32_t> out(4), free_out(4);
+  int32_t n = 0, free_n = 0;
+  uint64_t before = ops_launched(t);
+  ASSERT_EQ(gk_session_generate(charged, &first, 1, &o, out.data(), 4, &n), GK_OK)
+      << gk_last_error();
+  ASSERT_EQ(n, 4);
+  EXPECT_GE(ops_launched(t) - before, 4 * per_step / 2 + 4);
+  before = ops_launched(t);
+  ASSERT_EQ(gk_session_generate(free_session, &first, 1, &o, free_out.data(), 4, &free_n), GK_OK)
+      << gk_last_error();
+  EXPECT_EQ(ops_launched(t), before);
+  EXPECT_EQ(out, free_out);
+
+  // A batched step runs on sessions[0]'s stream: the task's when its session leads.
+  const int32_t next[2] = {out[3], out[3]};
+  gk_session* led_by_task[2] = {charged, free_session};
+  gk_session* led_by_free[2] = {free_session, charged};
+  before = ops_launched(t);
+  ASSERT_EQ(gk_session_step_batch(led_by_free, 2, next, nullptr), GK_OK) << gk_last_error();
+  EXPECT_EQ(ops_launched(t), before);
+  ASSERT_EQ(gk_session_step_batch(led_by_task, 2, next, nullptr), GK_OK) << gk_last_error();
+  EXPECT_GT(ops_launched(t), before);
+
+  // A finished task launches nothing: its session's steps are refused, naming the state.
+  ASSERT_EQ(gk_task_complete(t), GK_OK) << gk_last_error();
+  const int64_t length = gk_session_length(charged);
+  EXPECT_EQ(gk_session_step(charged, &first, 1, 0, nullptr), GK_FAILED_PRECONDITION);
+  EXPECT_NE(std::string(gk_last_error()).find("task 'decode' is Completed"), std::string::npos)
+      << gk_last_error();
+  EXPECT_EQ(gk_session_length(charged), length);
+  ASSERT_EQ(gk_session_step(free_session, &first, 1, 0, nullptr), GK_OK) << gk_last_error();
+  gk_session_release(charged);
+  gk_session_release(free_session);
+  gk_task_destroy(t);
+  gk_model_release(m);
+}
+
+// A gk_batch of a task: its sequences' prefills, steps and draws are the task's, and its
+// tokens are those of a batch of no task.
+TEST_F(LlmBatch, a_batch_of_a_task_launches_on_the_tasks_stream) {
+  gk_model* m = load("llama");
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = golden_prompt("llama", "prompt");
+  gk_task* t = task("batch", 0);
+  ASSERT_NE(t, nullptr);
+  std::vector<std::vector<int32_t>> tokens;
+  for (gk_task* owner : {t, static_cast<gk_task*>(nullptr)}) {
+    gk_session_options so{};
+    so.struct_size = sizeof(so);
+    so.max_context = 64;
+    so.task = owner;
+    gk_batch* batch = nullptr;
+    ASSERT_EQ(gk_batch_create(m, &so, &batch), GK_OK) << gk_last_error();
+    const uint64_t before = ops_launched(t);
+    gk_generate_options o = greedy(6);
+    int64_t ids[2] = {-1, -1};
+    ASSERT_EQ(gk_batch_add(batch, prompt.data(), int32_t(prompt.size()), &o, &ids[0]), GK_OK)
+        << gk_last_error();
+    o.temperature = 0.7;  // the second draws row by row
+    o.seed = 3;
+    ASSERT_EQ(gk_batch_add(batch, prompt.data(), 3, &o, &ids[1]), GK_OK) << gk_last_error();
+    int32_t active = 0;
+    do {
+      ASSERT_EQ(gk_batch_step(batch, &active), GK_OK) << gk_last_error();
+    } while (active > 0);
+    if (owner) {
+      EXPECT_GT(ops_launched(t), before);
+    } else {
+      EXPECT_EQ(ops_launched(t), before);
+    }
+    std::vector<int32_t> all;
+    for (int64_t id : ids) {
+      std::vector<int32_t> out(6);
+      int32_t count = 0;
+      ASSERT_EQ(gk_batch_tokens(batch, id, out.data(), 6, &count, nullptr), GK_OK);
+      all.insert(all.end(), out.begin(), out.begin() + count);
+    }
+    tokens.push_back(all);
+    gk_batch_release(batch);
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  gk_task_destroy(t);
+  gk_model_release(m);
+}
+
 TEST_F(LlmBatch, bad_batches_are_refused_and_change_no_session) {
   gk_model* m = load("llama");
   gk_model* other = load("qwen2");

@@ -260,6 +260,24 @@ def test_a_kv_cache_over_the_tasks_memory_limit_raises_and_the_model_works_on():
     assert roomy.info()["memory_in_use"] == 0
 
 
+def test_a_sessions_steps_and_draws_are_launched_on_its_tasks_stream():
+    model = gpukit.llm.load(os.path.join(GOLDEN, "llama"), device="cpu")
+    prompt = _golden("llama", "prompt")
+    t = gpukit.Task("decode", device="cpu")
+    s = model.session(max_context=64, task=t)
+    assert t.info()["ops_launched"] == 0
+    tokens = s.generate(prompt, max_new_tokens=4)
+    launched = t.info()["ops_launched"]
+    assert launched > 4  # the plugin's ops of each step, and each draw
+    assert t.state == "Running"
+    # A session of no task launches nothing of t's, and gives the same tokens.
+    assert model.session(max_context=64).generate(prompt, max_new_tokens=4) == tokens
+    assert t.info()["ops_launched"] == launched
+    t.complete()
+    with pytest.raises(gpukit.errors.FailedPrecondition, match="task 'decode' is Completed"):
+        s.step([tokens[-1]])
+
+
 def test_a_batched_step_of_smollm2_gives_each_session_its_own_logits(smollm2):
     tok = smollm2.tokenizer
     prompts = [tok.encode(p) for p in ("The capital of France is", "Hi", "A B C D E F G")]

@@ -71,8 +71,17 @@ typedef struct gk_session_options {
   /* (ABI 1.7) The scheduler task charged for the session's memory: its KV cache (allocated
    * by gk_session_create) and the model plugin's scratch memory of every step. It must be
    * admitted and not finished; a KV cache beyond the task's memory quota is
-   * RESOURCE_EXHAUSTED with the quota, the bytes asked and what is in use. The task must
-   * outlive the session. NULL: charged to no task. Read when struct_size covers it. */
+   * RESOURCE_EXHAUSTED with the quota, the bytes asked and what is in use. The session's
+   * device work (uploads, steps, encodes, copies, sampling, the copies back) runs on a
+   * stream of the task that gk_session_create makes (gk_task_stream_create) and
+   * gk_session_release destroys: it has the task's stream priority and, where green contexts
+   * exist, its SM partition, and its ops count in the task's ops_launched and are paced as
+   * the task's (a BestEffort session's steps yield to a busy Guaranteed task). That stream
+   * first waits for the work queued on the device's default stream; each call still
+   * returns when its results are complete. Once the task has finished (completed, failed,
+   * cancelled) the session's steps are FAILED_PRECONDITION naming its state. The task must
+   * outlive the session. NULL: charged to no task; the work runs on the device's default
+   * stream. Read when struct_size covers it. */
   gk_task* task;
 } gk_session_options;
 
@@ -156,8 +165,10 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
  * by being created and prefilled (gk_session_step) and leave it by being left out (their
  * KV cache goes with gk_session_release). INVALID_ARGUMENT for sessions of different models,
  * a session given twice or a token id out of range; OUT_OF_RANGE naming a full session; no
- * session changes then. Scratch memory is charged to sessions[0]'s task. No session may be
- * stepped from another thread meanwhile. */
+ * session changes then. Scratch memory is charged to sessions[0]'s task, and the whole step
+ * runs on sessions[0]'s task stream (the default stream when it has no task), whatever the
+ * other sessions' tasks: put the session whose task should carry the batch first. No session
+ * may be stepped from another thread meanwhile. */
 GK_API gk_status gk_session_step_batch(gk_session* const* sessions, int32_t count,
                                        const int32_t* tokens, float* logits_out);
 
@@ -191,7 +202,9 @@ GK_API gk_status gk_batch_add(gk_batch* batch, const int32_t* prompt, int32_t co
  * then each samples with its own options and calls its on_token. A sequence finishes after
  * a stop token, at its max_tokens, when on_token returns non-zero or when its session is
  * full; its session is released then. *out_active (may be NULL) receives how many sequences
- * still generate. With none, it does nothing. A failed forward pass changes no sequence. */
+ * still generate. With none, it does nothing. A failed forward pass changes no sequence.
+ * With a task in the batch's options, the step and the draws run on the task stream of the
+ * first sequence still generating (every sequence's session has one of the batch's task). */
 GK_API gk_status gk_batch_step(gk_batch* batch, int32_t* out_active);
 
 /* Sequence `id`'s generated tokens: the first min(count, capacity) go to out_tokens (may be

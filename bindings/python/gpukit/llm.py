@@ -290,7 +290,9 @@ class Model:
     def session(self, max_context: int = 0, task=None) -> Session:
         """A new sequence; max_context positions (0: the model's context length). With a
         gpukit.Task, its KV cache and its steps' scratch are charged to the task (a cache
-        beyond the task's memory limit raises with the numbers)."""
+        beyond the task's memory limit raises with the numbers), and its steps and draws run
+        on a stream of the task: its priority and SM partition, counted in its ops_launched;
+        once the task has finished they raise FailedPrecondition."""
         return Session(self, max_context, task)
 
     def step_batch(self, sessions, tokens) -> np.ndarray:

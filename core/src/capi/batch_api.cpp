@@ -26,17 +26,20 @@ struct BatchSequence {
   bool greedy() const { return options.temperature == 0 && options.repetition_penalty == 1.0; }
 
   // The next token from this sequence's logits `row` [1, vocab] on the device, with its own
-  // options; the same draws as gk_session_generate. A repetition penalty rewrites the row.
-  int32_t sample(ModelState& m, gk_tensor* row, const char* function) {
+  // options, drawn on `stream` (the one the row was computed on); the same draws as
+  // gk_session_generate. A repetition penalty rewrites the row.
+  int32_t sample(ModelState& m, gk_stream* stream, gk_tensor* row, const char* function) {
     const int64_t vocab = m.info.vocab_size;
-    if (!ids) ids = new_device_tensor(m, GK_DTYPE_I32, {1}, function);
+    // Made on the sequence's own stream (every draw waits for its stream, so the draws of
+    // later steps on another batch stream find it idle).
+    if (!ids) ids = new_device_tensor(m, session->stream, GK_DTYPE_I32, {1}, function);
     if (options.repetition_penalty != 1.0) {
       std::vector<float> penalized(static_cast<size_t>(vocab));
-      check(gk_copy_to_host(row, penalized.data(), uint64_t(vocab) * 4, nullptr), function);
+      copy_to_host(row, penalized.data(), uint64_t(vocab) * 4, stream, function);
       apply_repetition_penalty(penalized.data(), vocab, seen, options.repetition_penalty);
-      check(gk_copy_from_host(row, penalized.data(), uint64_t(vocab) * 4, nullptr), function);
+      copy_from_host(row, penalized.data(), uint64_t(vocab) * 4, stream, function);
     }
-    return sample_op(m, options, row, ids, session->length.load(), function);
+    return sample_op(m, stream, options, row, ids, session->length.load(), function);
   }
 
   // Records `token` and finishes the sequence as gk_session_generate stops.
@@ -118,13 +121,16 @@ GK_API gk_status gk_batch_add(gk_batch* batch, const int32_t* prompt, int32_t co
                             options->stop_tokens + std::max(options->num_stop_tokens, 0));
     seq->options.stop_tokens = seq->stop_tokens.data();
     seq->session = gk::open_session(batch->model, &batch->options, fn);
-    gk::TensorRef logits = gk::run_step(*seq->session, prompt, count, false, fn);
+    gk_session& s = *seq->session;
+    gk::join_default_stream(s.stream, s.default_stream_mark, fn);
+    gk::TensorRef logits = gk::run_step(s, s.stream, prompt, count, false, fn);
     seq->seen.assign(prompt, prompt + count);
     gk::ModelState& m = *batch->model;
     if (options->max_tokens == 0) {
+      gk::finish_stream(s.stream, fn);
       seq->finish();
     } else {
-      seq->accept(seq->sample(m, logits.t, fn));
+      seq->accept(seq->sample(m, s.stream, logits.t, fn));
     }
     seq->id = batch->next_id++;
     *out_id = seq->id;
@@ -149,17 +155,19 @@ GK_API gk_status gk_batch_step(gk_batch* batch, int32_t* out_active) {
       gk::ModelState& m = *batch->model;
       const int32_t count = int32_t(sessions.size());
       gk::TensorRef logits = gk::run_batch_step(sessions.data(), count, tokens.data(), fn);
+      // The draws run where the step ran: the first active sequence's task stream, if any.
+      gk_stream* stream = gk::batch_stream(sessions.data()).first;
       // Every draw first, then the callbacks: a failed draw leaves no sequence half-done.
       // The logits stay on the device: greedy rows are all drawn by one sample call and one
       // copy of `count` ids, the others row by row with their own options.
       std::vector<int32_t> next(active.size());
       if (std::all_of(active.begin(), active.end(), [](auto* s) { return s->greedy(); })) {
-        gk::TensorRef ids(gk::new_device_tensor(m, GK_DTYPE_I32, {count}, fn));
-        gk::sample_op_rows(m, active[0]->options, logits.t, ids.t, 0, fn);
-        gk::check(gk_copy_to_host(ids.t, next.data(), uint64_t(count) * 4, nullptr), fn);
+        gk::TensorRef ids(gk::new_device_tensor(m, stream, GK_DTYPE_I32, {count}, fn));
+        gk::sample_op_rows(m, stream, active[0]->options, logits.t, ids.t, 0, fn);
+        gk::copy_to_host(ids.t, next.data(), uint64_t(count) * 4, stream, fn);
       } else {
         for (size_t i = 0; i < active.size(); ++i) {
-          next[i] = active[i]->sample(m, gk::row_view(*logits.t, int64_t(i)).t, fn);
+          next[i] = active[i]->sample(m, stream, gk::row_view(*logits.t, int64_t(i)).t, fn);
         }
       }
       for (size_t i = 0; i < active.size(); ++i) active[i]->accept(next[i]);

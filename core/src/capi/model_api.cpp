@@ -19,6 +19,7 @@
 #include "capi/capi_util.h"
 #include "capi/model_access.h"
 #include "capi/model_state.h"
+#include "capi/op_call.h"
 #include "memory/charge_scope.h"
 #include "plugin/plugin_registry.h"
 #include "runtime/objects.h"
@@ -250,11 +251,19 @@ GK_API gk_status gk_session_copy(gk_session* dst, const gk_session* src) {
                                     " positions; dst holds at most " +
                                     std::to_string(dst->capacity));
     }
+    // On dst's stream (the copy is charged to its task); src's stream, if it has one, has
+    // nothing queued: every call on a task's stream waits for it before returning.
+    gk_stream* stream = dst->stream;
+    gk::join_default_stream(stream, dst->default_stream_mark, fn);
     gk::take_plugin_error();
     {
       gk::ChargeScope charge(dst->owner);
-      gk::check_plugin(m.api->session_copy(dst->handle, src->handle, nullptr), *m.plugin, fn);
+      gk::PluginTaskStream on_task(stream);
+      gk::check_plugin(
+          m.api->session_copy(dst->handle, src->handle, stream ? stream->native : nullptr),
+          *m.plugin, fn);
     }
+    gk::finish_stream(stream, fn);
     dst->length = length;
   });
 }
@@ -267,13 +276,15 @@ GK_API gk_status gk_session_step(gk_session* session, const int32_t* tokens, int
       gk::fail(GK_INVALID_ARGUMENT, "gk_session_step: unknown flag bits " + std::to_string(flags));
     }
     const bool all = flags & GK_STEP_ALL_LOGITS;
-    gk::TensorRef logits = gk::run_step(*session, tokens, count, all, "gk_session_step");
+    gk_stream* stream = session->stream;
+    gk::join_default_stream(stream, session->default_stream_mark, "gk_session_step");
+    gk::TensorRef logits = gk::run_step(*session, stream, tokens, count, all, "gk_session_step");
     if (logits_out) {
       const uint64_t rows = all ? uint64_t(count) : 1;
-      gk::check(gk_copy_to_host(logits.t, logits_out,
-                                rows * uint64_t(session->model->info.vocab_size) * 4, nullptr),
-                "gk_session_step");
+      gk::copy_to_host(logits.t, logits_out, rows * uint64_t(session->model->info.vocab_size) * 4,
+                       stream, "gk_session_step");
     }
+    gk::finish_stream(stream, "gk_session_step");
   });
 }
 
@@ -300,28 +311,34 @@ GK_API gk_status gk_session_encode(gk_session* session, const float* features, i
                                         " frames are not in [1, " +
                                         std::to_string(m.info.encoder_frames) + "] (30 s)");
     }
-    gk::TensorRef feats(gk::new_device_tensor(m, GK_DTYPE_F32, {n_mels, frames}, fn));
+    gk_stream* stream = session->stream;
+    gk::join_default_stream(stream, session->default_stream_mark, fn);
+    gk::TensorRef feats(gk::new_device_tensor(m, stream, GK_DTYPE_F32, {n_mels, frames}, fn));
     const uint64_t bytes = uint64_t(n_mels) * uint64_t(frames) * 4;
-    gk::check(gk_copy_from_host(feats.t, features, bytes, nullptr), fn);
+    gk::copy_from_host(feats.t, features, bytes, stream, fn);
     const int64_t positions = (frames + 1) / 2;
     gk::TensorRef hidden;
-    if (out) hidden = gk::TensorRef(gk::new_device_tensor(m, GK_DTYPE_F32,
-                                                          {positions, m.info.hidden_size}, fn));
+    if (out) {
+      hidden = gk::TensorRef(
+          gk::new_device_tensor(m, stream, GK_DTYPE_F32, {positions, m.info.hidden_size}, fn));
+    }
     gk_model_encode_args args{};
     args.struct_size = sizeof(args);
+    args.stream = stream ? stream->native : nullptr;
     args.features = gk::plugin_view(feats.t);
     if (hidden.t) args.output = gk::plugin_view(hidden.t);
     gk::take_plugin_error();
     {
       gk::ChargeScope charge(session->owner);
+      gk::PluginTaskStream on_task(stream);
       gk::check_plugin(m.api->session_encode(session->handle, &args), *m.plugin, fn);
     }
     session->length = 0;
     if (out) {
-      gk::check(gk_copy_to_host(hidden.t, out,
-                                uint64_t(positions) * uint64_t(m.info.hidden_size) * 4, nullptr),
-                fn);
+      gk::copy_to_host(hidden.t, out, uint64_t(positions) * uint64_t(m.info.hidden_size) * 4,
+                       stream, fn);
     }
+    gk::finish_stream(stream, fn);
   });
 }
 
@@ -353,46 +370,43 @@ GK_API gk_status gk_session_generate(gk_session* session, const int32_t* prompt,
     const int64_t vocab = m.info.vocab_size;
     std::vector<int32_t> seen(prompt, prompt + std::max(count, 0));
     std::vector<float> row;
-    gk_runtime* rt = &m.runtime;
-    gk_tensor_desc id_desc{};
-    id_desc.struct_size = sizeof(id_desc);
-    id_desc.dtype = GK_DTYPE_I32;
-    id_desc.ndim = 1;
-    id_desc.shape[0] = 1;
-    gk_tensor* ids_raw = nullptr;
-    gk::check(gk_tensor_create(rt, m.device, &id_desc, nullptr, &ids_raw), "gk_session_generate");
-    gk::TensorRef ids(ids_raw);
-    gk::TensorRef logits = gk::run_step(*session, prompt, count, false, "gk_session_generate");
+    const char* fn = "gk_session_generate";
+    gk_stream* stream = session->stream;
+    gk::join_default_stream(stream, session->default_stream_mark, fn);
+    gk::TensorRef ids(gk::new_device_tensor(m, stream, GK_DTYPE_I32, {1}, fn));
+    gk::TensorRef logits = gk::run_step(*session, stream, prompt, count, false, fn);
     for (int32_t i = 0; i < o.max_tokens; ++i) {
       if (o.repetition_penalty != 1.0) {
         row.resize(size_t(vocab));
-        gk::check(gk_copy_to_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
-                  "gk_session_generate");
+        gk::copy_to_host(logits.t, row.data(), uint64_t(vocab) * 4, stream, fn);
         gk::apply_repetition_penalty(row.data(), vocab, seen, o.repetition_penalty);
-        gk::check(gk_copy_from_host(logits.t, row.data(), uint64_t(vocab) * 4, nullptr),
-                  "gk_session_generate");
+        gk::copy_from_host(logits.t, row.data(), uint64_t(vocab) * 4, stream, fn);
       }
-      int32_t token = gk::sample_op(m, o, logits.t, ids.t, session->length.load(),
-                                    "gk_session_generate");
+      // The token's copy back waits for the stream: the step and the draw are complete.
+      int32_t token = gk::sample_op(m, stream, o, logits.t, ids.t, session->length.load(), fn);
       out_tokens[i] = token;
       *out_count = i + 1;
       seen.push_back(token);
       bool stop = o.on_token && o.on_token(o.user_data, token) != 0;
       for (int32_t k = 0; k < o.num_stop_tokens && !stop; ++k) stop = o.stop_tokens[k] == token;
       if (stop || i + 1 == o.max_tokens || session->length.load() >= session->capacity) break;
-      logits = gk::run_step(*session, &token, 1, false, "gk_session_generate");
+      logits = gk::run_step(*session, stream, &token, 1, false, fn);
     }
+    gk::finish_stream(stream, fn);
   });
 }
 
 GK_API gk_status gk_session_step_batch(gk_session* const* sessions, int32_t count,
                                        const int32_t* tokens, float* logits_out) {
   return gk::c_guard([&] {
-    gk::TensorRef logits = gk::run_batch_step(sessions, count, tokens, "gk_session_step_batch");
+    const char* fn = "gk_session_step_batch";
+    gk::TensorRef logits = gk::run_batch_step(sessions, count, tokens, fn);
+    gk_stream* stream = gk::batch_stream(sessions).first;
     if (logits_out) {
       const uint64_t bytes = uint64_t(count) * uint64_t(sessions[0]->model->info.vocab_size) * 4;
-      gk::check(gk_copy_to_host(logits.t, logits_out, bytes, nullptr), "gk_session_step_batch");
+      gk::copy_to_host(logits.t, logits_out, bytes, stream, fn);
     }
+    gk::finish_stream(stream, fn);
   });
 }
 

@@ -90,7 +90,17 @@ struct gk_session {
   // The task charged for the KV cache and the steps' scratch (gk_session_options.task).
   std::shared_ptr<gk::Task> task;
   gk::MemoryOwner* owner = nullptr;
+  // With a task: a stream of the task that all of the session's device work runs on
+  // (uploads, the plugin's steps, sampling, copies back), so the work has the task's stream
+  // priority and SM partition and its ops are counted and paced as the task's. NULL without
+  // a task: the device's default stream.
+  gk_stream* stream = nullptr;
+  // Recorded on the default stream before work on `stream` (see gk::join_default_stream).
+  gk_event* default_stream_mark = nullptr;
   ~gk_session() {
+    // Waits for the stream before the KV cache its work may still read goes.
+    gk_stream_destroy(stream);
+    gk_event_destroy(default_stream_mark);
     if (handle) model->api->session_destroy(handle);
   }
 };
@@ -98,27 +108,52 @@ struct gk_session {
 
 namespace gk {
 
-// One step: ids checked and uploaded, the plugin's step, logits [rows, vocab] f32 on the
-// device (returned).
-TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all_logits,
-                   const char* function);
-gk_tensor* new_device_tensor(ModelState& m, int32_t dtype, std::initializer_list<int64_t> shape,
-                             const std::string& function);
+// A session's calls on its task's stream (gk_session::stream; NULL: the default stream,
+// and these do nothing but the copy). A task's stream is non-blocking: it does not wait for
+// the default stream by itself.
+//
+// Makes `stream` wait for the work queued so far on the device's default stream (the
+// weights, the copies of a KV pool growth, steps of sessions without a task), using `mark`.
+void join_default_stream(gk_stream* stream, gk_event* mark, const std::string& function);
+// Waits for `stream`: a call returns when its results are complete, as on the default
+// stream, whose copies wait.
+void finish_stream(gk_stream* stream, const std::string& function);
+// gk_copy_to_host on `stream`, complete when it returns.
+void copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes, gk_stream* stream,
+                  const std::string& function);
+// gk_copy_from_host on `stream`, complete when it returns (`src` may go then).
+void copy_from_host(gk_tensor* dst, const void* src, uint64_t bytes, gk_stream* stream,
+                    const std::string& function);
+
+// One step on `stream` (the session's own, or sessions[0]'s in a batch): ids checked and
+// uploaded, the plugin's step, logits [rows, vocab] f32 on the device (returned). The step
+// is queued, not waited for.
+TensorRef run_step(gk_session& s, gk_stream* stream, const int32_t* tokens, int32_t count,
+                   bool all_logits, const char* function);
+// A tensor on the model's device, allocated in `stream`'s order (NULL: the default stream's).
+gk_tensor* new_device_tensor(ModelState& m, gk_stream* stream, int32_t dtype,
+                             std::initializer_list<int64_t> shape, const std::string& function);
 // Row `row` of a [rows, vocab] tensor as a [1, vocab] tensor over the same memory.
 TensorRef row_view(const gk_tensor& t, int64_t row);
 // One decode step of several sessions of one model: their logits [count, vocab] f32 on the
 // model's device (they stay there: sampling runs there too). One forward pass where the
-// plugin batches (plugin ABI 1.2 batch_step), else one step per session.
+// plugin batches (plugin ABI 1.2 batch_step), else one step per session. All of it runs on
+// sessions[0]'s stream (batch_stream), whatever the other sessions' tasks.
 TensorRef run_batch_step(gk_session* const* sessions, int32_t count, const int32_t* tokens,
                          const std::string& function);
 void check_generate_options(const gk_generate_options& o, int32_t capacity,
                             const char* function = "gk_session_generate");
 void apply_repetition_penalty(float* row, int64_t vocab, const std::vector<int32_t>& seen,
                               double penalty);
-void sample_op_rows(ModelState& m, const gk_generate_options& o, gk_tensor* logits,
-                    gk_tensor* ids, int64_t offset, const char* function);
-int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits, gk_tensor* ids,
-                  int64_t offset, const char* function);
+// The stream a batched step of `sessions` runs on: sessions[0]'s, the one whose task its
+// scratch is charged to. Its default-stream mark goes with it.
+inline std::pair<gk_stream*, gk_event*> batch_stream(gk_session* const* sessions) {
+  return {sessions[0]->stream, sessions[0]->default_stream_mark};
+}
+void sample_op_rows(ModelState& m, gk_stream* stream, const gk_generate_options& o,
+                    gk_tensor* logits, gk_tensor* ids, int64_t offset, const char* function);
+int32_t sample_op(ModelState& m, gk_stream* stream, const gk_generate_options& o,
+                  gk_tensor* logits, gk_tensor* ids, int64_t offset, const char* function);
 std::unique_ptr<gk_session> open_session(const std::shared_ptr<ModelState>& model,
                                          const gk_session_options* options,
                                          const char* function);

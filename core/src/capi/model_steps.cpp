@@ -12,6 +12,7 @@
 
 #include "capi/capi_util.h"
 #include "capi/model_state.h"
+#include "capi/op_call.h"
 #include "memory/charge_scope.h"
 #include "plugin/plugin_registry.h"
 #include "runtime/objects.h"
@@ -20,10 +21,32 @@
 
 namespace gk {
 
-// One step: ids checked and uploaded, the plugin's step, logits [rows, vocab] f32 on the
-// device (returned).
-TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all_logits,
-                   const char* function) {
+void join_default_stream(gk_stream* stream, gk_event* mark, const std::string& function) {
+  if (!stream || !mark) return;
+  check(gk_event_record(mark, nullptr), function);
+  check(gk_stream_wait_event(stream, mark), function);
+}
+
+void finish_stream(gk_stream* stream, const std::string& function) {
+  if (stream) check(gk_stream_synchronize(stream), function);
+}
+
+void copy_to_host(const gk_tensor* src, void* dst, uint64_t bytes, gk_stream* stream,
+                  const std::string& function) {
+  check(gk_copy_to_host(src, dst, bytes, stream), function);
+  // A copy into pinned memory is queued on a stream, not waited for.
+  finish_stream(stream, function);
+}
+
+void copy_from_host(gk_tensor* dst, const void* src, uint64_t bytes, gk_stream* stream,
+                    const std::string& function) {
+  check(gk_copy_from_host(dst, src, bytes, stream), function);
+  // A copy from pinned memory may still read `src` when gk_copy_from_host returns.
+  finish_stream(stream, function);
+}
+
+TensorRef run_step(gk_session& s, gk_stream* stream, const int32_t* tokens, int32_t count,
+                   bool all_logits, const char* function) {
   ModelState& m = *s.model;
   if (count < 1)
     fail(GK_INVALID_ARGUMENT,
@@ -42,27 +65,29 @@ TensorRef run_step(gk_session& s, const int32_t* tokens, int32_t count, bool all
                               std::to_string(start) + " exceed the session's context of " +
                               std::to_string(s.capacity) + " positions");
   }
-  TensorRef ids(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
-  TensorRef positions(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
-  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {all_logits ? count : 1, m.info.vocab_size},
-                                     function));
+  TensorRef ids(new_device_tensor(m, stream, GK_DTYPE_I32, {count}, function));
+  TensorRef positions(new_device_tensor(m, stream, GK_DTYPE_I32, {count}, function));
+  TensorRef logits(new_device_tensor(m, stream, GK_DTYPE_F32,
+                                     {all_logits ? count : 1, m.info.vocab_size}, function));
   std::vector<int32_t> pos(static_cast<size_t>(count));
   for (int32_t i = 0; i < count; ++i) pos[size_t(i)] = int32_t(start + i);
-  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
-  check(gk_copy_from_host(positions.t, pos.data(), uint64_t(count) * 4, nullptr), function);
-  gk_model_step_args args{sizeof(gk_model_step_args), nullptr, plugin_view(ids.t),
-                          plugin_view(positions.t), plugin_view(logits.t)};
+  // Both copies queued, then one wait (on the default stream each copy waits).
+  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, stream), function);
+  copy_from_host(positions.t, pos.data(), uint64_t(count) * 4, stream, function);
+  gk_model_step_args args{sizeof(gk_model_step_args), stream ? stream->native : nullptr,
+                          plugin_view(ids.t), plugin_view(positions.t), plugin_view(logits.t)};
   take_plugin_error();
   {
     ChargeScope charge(s.owner);
+    PluginTaskStream on_task(stream);
     check_plugin(m.api->session_step(s.handle, &args), *m.plugin, function);
   }
   s.length += count;
   return logits;
 }
 
-gk_tensor* new_device_tensor(ModelState& m, int32_t dtype, std::initializer_list<int64_t> shape,
-                             const std::string& function) {
+gk_tensor* new_device_tensor(ModelState& m, gk_stream* stream, int32_t dtype,
+                             std::initializer_list<int64_t> shape, const std::string& function) {
   gk_tensor_desc d{};
   d.struct_size = sizeof(d);
   d.dtype = dtype;
@@ -70,7 +95,7 @@ gk_tensor* new_device_tensor(ModelState& m, int32_t dtype, std::initializer_list
   int i = 0;
   for (int64_t v : shape) d.shape[i++] = v;
   gk_tensor* t = nullptr;
-  check(gk_tensor_create(&m.runtime, m.device, &d, nullptr, &t), function);
+  check(gk_tensor_create(&m.runtime, m.device, &d, stream, &t), function);
   return t;
 }
 
@@ -86,9 +111,6 @@ TensorRef row_view(const gk_tensor& t, int64_t row) {
   return TensorRef(v);
 }
 
-// One decode step of several sessions of one model: their logits [count, vocab] f32 on the
-// model's device (they stay there: sampling runs there too). One forward pass where the
-// plugin batches (plugin ABI 1.2 batch_step), else one step per session.
 TensorRef run_batch_step(gk_session* const* sessions, int32_t count, const int32_t* tokens,
                          const std::string& function) {
   if (count < 1) {
@@ -129,26 +151,31 @@ TensorRef run_batch_step(gk_session* const* sessions, int32_t count, const int32
                                 std::to_string(s.capacity) + " positions");
     }
   }
-  TensorRef logits(new_device_tensor(m, GK_DTYPE_F32, {count, vocab}, function));
+  // Every call on a task's stream ends waiting for it, so the other sessions' streams have
+  // nothing of theirs queued; what the default stream has queued is joined here.
+  auto [stream, mark] = batch_stream(sessions);
+  join_default_stream(stream, mark, function);
+  TensorRef logits(new_device_tensor(m, stream, GK_DTYPE_F32, {count, vocab}, function));
   const bool batches = m.api->struct_size >= GK_MODEL_API_SIZE_1_2 && m.api->batch_step;
   if (!batches) {
     for (int32_t i = 0; i < count; ++i) {
-      TensorRef row = run_step(*sessions[i], tokens + i, 1, false, function.c_str());
-      check(gk_copy(row_view(*logits.t, i).t, row.t, nullptr), function);
+      TensorRef row = run_step(*sessions[i], stream, tokens + i, 1, false, function.c_str());
+      check(gk_copy(row_view(*logits.t, i).t, row.t, stream), function);
     }
     return logits;
   }
-  TensorRef ids(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
-  TensorRef pos(new_device_tensor(m, GK_DTYPE_I32, {count}, function));
-  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, nullptr), function);
-  check(gk_copy_from_host(pos.t, positions.data(), uint64_t(count) * 4, nullptr), function);
+  TensorRef ids(new_device_tensor(m, stream, GK_DTYPE_I32, {count}, function));
+  TensorRef pos(new_device_tensor(m, stream, GK_DTYPE_I32, {count}, function));
+  check(gk_copy_from_host(ids.t, tokens, uint64_t(count) * 4, stream), function);
+  copy_from_host(pos.t, positions.data(), uint64_t(count) * 4, stream, function);
   std::vector<void*> handles(static_cast<size_t>(count), nullptr);
   for (int32_t i = 0; i < count; ++i) handles[size_t(i)] = sessions[i]->handle;
-  gk_model_step_args args{sizeof(gk_model_step_args), nullptr, plugin_view(ids.t),
-                          plugin_view(pos.t), plugin_view(logits.t)};
+  gk_model_step_args args{sizeof(gk_model_step_args), stream ? stream->native : nullptr,
+                          plugin_view(ids.t), plugin_view(pos.t), plugin_view(logits.t)};
   take_plugin_error();
   {
     ChargeScope charge(sessions[0]->owner);
+    PluginTaskStream on_task(stream);
     check_plugin(m.api->batch_step(m.handle, handles.data(), count, &args), *m.plugin, function);
   }
   for (int32_t i = 0; i < count; ++i) sessions[i]->length += 1;
@@ -199,8 +226,8 @@ void apply_repetition_penalty(float* row, int64_t vocab, const std::vector<int32
 // The sample op over `logits` [rows, vocab] on the device (penalty applied already), into
 // the i32 [rows] `ids`; `offset` is the session's length, so each draw of a seeded
 // generation differs from the last, and repeats.
-void sample_op_rows(ModelState& m, const gk_generate_options& o, gk_tensor* logits,
-                    gk_tensor* ids, int64_t offset, const char* function) {
+void sample_op_rows(ModelState& m, gk_stream* stream, const gk_generate_options& o,
+                    gk_tensor* logits, gk_tensor* ids, int64_t offset, const char* function) {
   gk_attr attrs[6] = {};
   attrs[0] = gk_attr{"temperature", GK_ATTR_FLOAT, 0, {}};
   attrs[0].value.f = o.temperature;
@@ -216,16 +243,16 @@ void sample_op_rows(ModelState& m, const gk_generate_options& o, gk_tensor* logi
   attrs[5].value.i = offset;
   gk_tensor* in[1] = {logits};
   gk_tensor* outs[1] = {ids};
-  gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, nullptr};
+  gk_op_args call{sizeof(gk_op_args), in, 1, outs, 1, attrs, 6, stream};
   check(gk_op_call(&m.runtime, "sample", &call), function);
 }
 
 // sample_op_rows over one row, its token copied to the host.
-int32_t sample_op(ModelState& m, const gk_generate_options& o, gk_tensor* logits, gk_tensor* ids,
-                  int64_t offset, const char* function) {
-  sample_op_rows(m, o, logits, ids, offset, function);
+int32_t sample_op(ModelState& m, gk_stream* stream, const gk_generate_options& o, gk_tensor* logits,
+                  gk_tensor* ids, int64_t offset, const char* function) {
+  sample_op_rows(m, stream, o, logits, ids, offset, function);
   int32_t token = 0;
-  check(gk_copy_to_host(ids, &token, 4, nullptr), function);
+  copy_to_host(ids, &token, 4, stream, function);
   return token;
 }
 
@@ -268,6 +295,9 @@ std::unique_ptr<gk_session> open_session(const std::shared_ptr<ModelState>& mode
       }
       s->task = task->task;
       s->owner = task->task->owner;
+      // The session's work runs where the task's does: its priority, its SM partition.
+      check(gk_task_stream_create(task, &s->stream), function);
+      check(gk_event_create(&s->model->runtime, m.device, &s->default_stream_mark), function);
     }
   }
   s->capacity = capacity;

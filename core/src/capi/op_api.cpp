@@ -385,10 +385,31 @@ void host_op_call(Runtime& rt, const gk_kernel_args* args) {
   wrap(args->inputs, args->num_inputs, "input", inputs.list);
   wrap(args->outputs, args->num_outputs, "output", outputs.list);
   gk_stream stream{&rt, {}, &device, static_cast<cuda::CUstream>(args->stream), false};
+  gk_stream* on = args->stream ? &stream : nullptr;
+  // A model plugin's op on the task stream the core gave it is the task's launch.
+  if (gk_stream* task_stream = PluginTaskStream::find(rt, device, args->stream)) {
+    on = task_stream;
+  }
   gk_op_args call{sizeof(gk_op_args),  inputs.list.data(),  int32_t(inputs.list.size()),
                   outputs.list.data(), int32_t(outputs.list.size()), args->attrs,
-                  args->num_attrs,     args->stream ? &stream : nullptr};
+                  args->num_attrs,     on};
   call_op(rt, args->op, &call);
+}
+
+namespace {
+thread_local gk_stream* t_plugin_task_stream = nullptr;
+}  // namespace
+
+PluginTaskStream::PluginTaskStream(gk_stream* stream) : hidden_(t_plugin_task_stream) {
+  t_plugin_task_stream = stream && stream->task ? stream : nullptr;
+}
+
+PluginTaskStream::~PluginTaskStream() { t_plugin_task_stream = hidden_; }
+
+gk_stream* PluginTaskStream::find(const Runtime& runtime, const Device& device, void* native) {
+  gk_stream* s = t_plugin_task_stream;
+  if (!s || s->runtime != &runtime || s->device != &device) return nullptr;
+  return static_cast<void*>(s->native) == native ? s : nullptr;
 }
 
 }  // namespace gk

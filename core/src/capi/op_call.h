@@ -32,6 +32,24 @@ class TaskLaunch {
   ChargeScope charge_;
 };
 
+// Around a model plugin's call that the core gives a task's stream (a session's step, copy
+// or encode): the op calls the plugin makes on that stream's native handle (on the cpu
+// device: NULL, as the plugin is given) are the task's, checked, paced, counted and charged
+// as gk_op_call on the task's stream is. One per thread; a scope restores the one it hid.
+class PluginTaskStream {
+ public:
+  explicit PluginTaskStream(gk_stream* stream);
+  ~PluginTaskStream();
+  PluginTaskStream(const PluginTaskStream&) = delete;
+  PluginTaskStream& operator=(const PluginTaskStream&) = delete;
+  // The task stream of this thread's scope when it is `native` on `device` of `runtime`,
+  // else NULL.
+  static gk_stream* find(const Runtime& runtime, const Device& device, void* native);
+
+ private:
+  gk_stream* hidden_;
+};
+
 // gk_op_call's body: checks, dispatches and launches; throws gk::Error on failure.
 void call_op(Runtime& runtime, const char* name, const gk_op_args* args);
 
