@@ -72,7 +72,7 @@ bool DecodeGraphs::run(Step& step, const Tensor& tokens, const Tensor& logits, v
   }
   DecodeGraph* g = nullptr;
   for (const auto& each : graphs_) {
-    if (key_of(*each) == key) {
+    if (serves(*each, key)) {
       g = each.get();
       break;
     }
@@ -89,23 +89,11 @@ bool DecodeGraphs::run(Step& step, const Tensor& tokens, const Tensor& logits, v
   }
   g->last_use = ++clock_;
 
-  // positions | slots | lengths | block table, as page_step lays them out for a step.
+  // positions | slots | lengths | block table: the inputs after the token ids.
   const Model& m = *model_;
-  const int64_t width = g->width;
-  std::vector<int32_t> host(size_t(3 * batch + batch * width), 0);
-  int32_t* positions = host.data();
-  int32_t* slots = positions + batch;
-  int32_t* lengths = slots + batch;
-  int32_t* table = lengths + batch;
-  for (int64_t i = 0; i < batch; ++i) {
-    const Session& s = *step.sessions[size_t(i)];
-    const int64_t p = s.length;
-    positions[i] = int32_t(p);
-    slots[i] = int32_t(s.blocks[size_t(p / kKvBlockSize)] * kKvBlockSize + p % kKvBlockSize);
-    lengths[i] = int32_t(p + 1);
-    const int64_t used = (p + 1 + kKvBlockSize - 1) / kKvBlockSize;
-    std::copy(s.blocks.begin(), s.blocks.begin() + used, table + i * width);
-  }
+  std::vector<int32_t> host(size_t(3 * batch + batch * g->width), 0);
+  for (int64_t i = 0; i < batch; ++i) host[size_t(i)] = int32_t(step.sessions[size_t(i)]->length);
+  write_pages(step, g->width, host.data() + batch);
   const gk_host_services* services = m.host;
   {
     ContextScope current(m.driver);
@@ -207,10 +195,10 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
   return graphs_.back().get();
 }
 
-DecodeGraphs::Key DecodeGraphs::key_of(const DecodeGraph& g) {
-  Key key{g.stream, g.batch, g.width, {}};
-  for (const auto& w : g.windows) key.windows.push_back(w.get());
-  return key;
+bool DecodeGraphs::serves(const DecodeGraph& g, const Key& key) {
+  return g.stream == key.stream && g.batch == key.batch && g.width == key.width &&
+         std::equal(g.windows.begin(), g.windows.end(), key.windows.begin(), key.windows.end(),
+                    [](const auto& held, const CrossCache* w) { return held.get() == w; });
 }
 
 void DecodeGraphs::release(DecodeGraph& g) {

@@ -433,6 +433,27 @@ Step Step::single(Session& session, int64_t count) {
   return step;
 }
 
+int32_t* write_pages(const Step& step, int64_t width, int32_t* out) {
+  int64_t t = 0;
+  for (int64_t rows : step.rows) t += rows;
+  const int64_t sessions = int64_t(step.sessions.size());
+  int32_t* slots = out;
+  int32_t* lengths = slots + t;
+  int32_t* table = lengths + sessions;
+  int64_t row = 0;
+  for (int64_t i = 0; i < sessions; ++i) {
+    const Session& s = *step.sessions[size_t(i)];
+    const int64_t length = s.length + step.rows[size_t(i)];
+    for (int64_t p = s.length; p < length; ++p) {
+      slots[row++] = int32_t(s.blocks[size_t(p / kKvBlockSize)] * kKvBlockSize + p % kKvBlockSize);
+    }
+    lengths[i] = int32_t(length);
+    const int64_t used = (length + kKvBlockSize - 1) / kKvBlockSize;
+    std::copy(s.blocks.begin(), s.blocks.begin() + used, table + i * width);
+  }
+  return table;
+}
+
 namespace {
 
 // Tokens [first, first + count) of a [1, T, H, Dh] view.
@@ -452,23 +473,8 @@ void page_step(Step& step, Ops& ops) {
     const int64_t length = step.sessions[i]->length + step.rows[i];
     max_blocks = std::max(max_blocks, (length + kKvBlockSize - 1) / kKvBlockSize);
   }
-  // [slots (T) | kv_lengths (B) | block_table (B x max_blocks)]; table entries past a
-  // session's blocks are never read.
   std::vector<int32_t> host(size_t(t + sessions + sessions * max_blocks), 0);
-  int32_t* slots = host.data();
-  int32_t* lengths = slots + t;
-  int32_t* table = lengths + sessions;
-  int64_t row = 0;
-  for (int64_t i = 0; i < sessions; ++i) {
-    const Session& s = *step.sessions[size_t(i)];
-    const int64_t length = s.length + step.rows[size_t(i)];
-    for (int64_t p = s.length; p < length; ++p) {
-      slots[row++] = int32_t(s.blocks[size_t(p / kKvBlockSize)] * kKvBlockSize + p % kKvBlockSize);
-    }
-    lengths[i] = int32_t(length);
-    const int64_t used = (length + kKvBlockSize - 1) / kKvBlockSize;
-    std::copy(s.blocks.begin(), s.blocks.begin() + used, table + i * max_blocks);
-  }
+  int32_t* table = write_pages(step, max_blocks, host.data());
   Tensor all = ops.scratch({int64_t(host.size())}, GK_DTYPE_I32);
   step.model->upload(all.data, host.data(), host.size() * sizeof(int32_t), ops.stream());
   step.slots = all.rows(0, t);

@@ -298,11 +298,9 @@ class DecodeGraphs {
       return std::tie(stream, batch, width, windows) <
              std::tie(o.stream, o.batch, o.width, o.windows);
     }
-    bool operator==(const Key& o) const {
-      return stream == o.stream && batch == o.batch && width == o.width && windows == o.windows;
-    }
   };
-  static Key key_of(const DecodeGraph& g);
+  // Whether `g` was captured for `key`'s shape.
+  static bool serves(const DecodeGraph& g, const Key& key);
   DecodeGraph* capture(Step& step, const Key& key);
   void release(DecodeGraph& g);
 
@@ -407,6 +405,12 @@ struct Step {
   // One session's step of `count` tokens.
   static Step single(Session& session, int64_t count);
 };
+
+// Where a step's rows go and what its sessions attend to, as attention and kv_cache_write
+// read them, written to `out` (zeroed by the caller): i32 [slots (T) | lengths after the step
+// (B) | block table (B x width)], width at least each session's blocks after the step (table
+// entries past them are never read). Returns the table's start.
+int32_t* write_pages(const Step& step, int64_t width, int32_t* out);
 
 // Shared building blocks of the builders.
 // Appends k and v ([1, T, Hkv, Dh] views) to layer `layer`'s cache of each of the step's
