@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "llm_test.h"
 #include "gpukit/gpukit.h"
 #include "gpukit/gpukit_plugin.h"
 
@@ -33,23 +33,6 @@ namespace {
 
 const char* kModels[] = {"llama", "llama3", "mistral", "qwen2", "qwen3", "smollm2", "gpt2"};
 
-std::string folder(const std::string& model) {
-  return std::string(GPUKIT_LLM_GOLDEN) + "/" + model;
-}
-
-int32_t argmax(const float* row, int64_t n) {
-  return int32_t(std::max_element(row, row + n) - row);
-}
-
-// max|a - b| / max|b| over one row.
-double row_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 class LlmBatch : public ::testing::Test {
  public:
@@ -65,12 +48,12 @@ class LlmBatch : public ::testing::Test {
   gk_model* load(const std::string& name) {
     gk_model_options o{sizeof(o), 0, GK_DTYPE_F32};
     gk_model* m = nullptr;
-    EXPECT_EQ(gk_model_load(rt_, folder(name).c_str(), &o, &m), GK_OK) << gk_last_error();
+    EXPECT_EQ(gk_model_load(rt_, golden_folder(name).c_str(), &o, &m), GK_OK) << gk_last_error();
     return m;
   }
 
   std::vector<int32_t> golden_prompt(const std::string& model, const std::string& name) {
-    std::string file = folder(model) + "/golden.safetensors";
+    std::string file = golden_folder(model) + "/golden.safetensors";
     gk_weights* w = nullptr;
     EXPECT_EQ(gk_weights_open(rt_, file.c_str(), nullptr, &w), GK_OK) << gk_last_error();
     gk_tensor* t = nullptr;
@@ -107,15 +90,6 @@ class LlmBatch : public ::testing::Test {
   gk_runtime* rt_ = nullptr;
 };
 
-gk_session* open(gk_model* m, int64_t max_context = 0, gk_task* task = nullptr) {
-  gk_session_options o{};
-  o.struct_size = sizeof(o);
-  o.max_context = max_context;
-  o.task = task;
-  gk_session* s = nullptr;
-  EXPECT_EQ(gk_session_create(m, &o, &s), GK_OK) << gk_last_error();
-  return s;
-}
 
 gk_generate_options greedy(int32_t max_tokens) {
   gk_generate_options o{};
@@ -134,7 +108,7 @@ void check_batched_steps(LlmBatch* t, gk_runtime* rt, int32_t device, const char
     SCOPED_TRACE(name);
     gk_model_options mo{sizeof(mo), device, GK_DTYPE_F32};
     gk_model* m = nullptr;
-    ASSERT_EQ(gk_model_load(rt, folder(name).c_str(), &mo, &m), GK_OK) << gk_last_error();
+    ASSERT_EQ(gk_model_load(rt, golden_folder(name).c_str(), &mo, &m), GK_OK) << gk_last_error();
     gk_model_info info{};
     info.struct_size = sizeof(info);
     ASSERT_EQ(gk_model_get_info(m, &info), GK_OK);
@@ -155,8 +129,8 @@ void check_batched_steps(LlmBatch* t, gk_runtime* rt, int32_t device, const char
     std::vector<float> row(static_cast<size_t>(vocab));
     auto start = [&](size_t i) {
       Sequence& s = seqs[i];
-      s.batched = open(m, 64);
-      s.alone = open(m, 64);
+      s.batched = open_session(m, 64);
+      s.alone = open_session(m, 64);
       const auto& p = prompts[i];
       ASSERT_EQ(gk_session_step(s.batched, p.data(), int32_t(p.size()), 0, row.data()), GK_OK)
           << gk_last_error();
@@ -248,7 +222,7 @@ TEST_F(LlmBatch, a_generation_batch_gives_each_sequence_the_tokens_generate_give
   const std::vector<std::vector<int32_t>> prompts = {a, b, b, a};
 
   auto alone = [&](size_t i) {
-    gk_session* s = open(m, 64);
+    gk_session* s = open_session(m, 64);
     std::vector<int32_t> out(size_t(options[i].max_tokens));
     int32_t n = 0;
     EXPECT_EQ(gk_session_generate(s, prompts[i].data(), int32_t(prompts[i].size()), &options[i],
@@ -345,7 +319,7 @@ TEST_F(LlmBatch, the_kv_pool_grows_on_the_task_that_needs_it_and_one_over_its_qu
   gk_task* roomy = task("roomy", 0);
   ASSERT_NE(roomy, nullptr);
   EXPECT_EQ(in_use(roomy), 0u);
-  gk_session* charged = open(m, 256, roomy);
+  gk_session* charged = open_session(m, 256, roomy);
   ASSERT_NE(charged, nullptr);
   // llama: 2 layers x (keys + values) x 256 positions x 2 kv heads x 16 x 4 bytes.
   const uint64_t cache = 2 * 2 * 256 * 2 * 16 * 4;
@@ -400,7 +374,7 @@ TEST_F(LlmBatch, the_kv_pool_grows_on_the_task_that_needs_it_and_one_over_its_qu
   // Everything else works on: a session of no task gives the tokens of the first. It grows
   // the pool, and a growth allocates the whole larger pool on the task that needs it and
   // frees the old one: roomy pays no more.
-  gk_session* free_session = open(m);
+  gk_session* free_session = open_session(m);
   EXPECT_EQ(in_use(roomy), 0u);
   ASSERT_EQ(gk_session_generate(free_session, prompt.data(), int32_t(prompt.size()), &o, out.data(),
                                 8, &n),
@@ -430,20 +404,20 @@ TEST_F(LlmBatch, a_session_goes_on_unchanged_while_new_sessions_grow_the_kv_pool
     gk_generate_options o = greedy(10);
     std::vector<int32_t> expected(10);
     int32_t n = 0;
-    gk_session* alone = open(m, 64);
+    gk_session* alone = open_session(m, 64);
     ASSERT_EQ(gk_session_generate(alone, prompt.data(), int32_t(prompt.size()), &o, expected.data(),
                                   10, &n),
               GK_OK);
     expected.resize(size_t(n));
     gk_session_release(alone);
 
-    gk_session* s = open(m, 64);
+    gk_session* s = open_session(m, 64);
     std::vector<float> row(static_cast<size_t>(info.vocab_size));
     ASSERT_EQ(gk_session_step(s, prompt.data(), int32_t(prompt.size()), 0, row.data()), GK_OK);
     std::vector<int32_t> got = {argmax(row.data(), info.vocab_size)};
     std::vector<gk_session*> others;
     while (got.size() < expected.size()) {
-      others.push_back(open(m, 16));  // no block is free: the pool grows
+      others.push_back(open_session(m, 16));  // no block is free: the pool grows
       ASSERT_EQ(gk_session_step(s, &got.back(), 1, 0, row.data()), GK_OK) << gk_last_error();
       got.push_back(argmax(row.data(), info.vocab_size));
     }
@@ -451,7 +425,7 @@ TEST_F(LlmBatch, a_session_goes_on_unchanged_while_new_sessions_grow_the_kv_pool
     // Released sessions' blocks are taken again in another order: a session over blocks
     // that do not follow each other gives the same tokens.
     for (size_t i = 0; i < others.size(); i += 2) gk_session_release(others[i]);
-    gk_session* scattered = open(m, 32);  // 11 + 10 positions: two blocks, not neighbours
+    gk_session* scattered = open_session(m, 32);  // 11 + 10 positions: two blocks, not neighbours
     std::vector<int32_t> again(10);
     ASSERT_EQ(gk_session_generate(scattered, prompt.data(), int32_t(prompt.size()), &o,
                                   again.data(), 10, &n),
@@ -479,8 +453,8 @@ TEST_F(LlmBatch, a_copied_session_goes_on_as_the_original) {
     ASSERT_EQ(gk_model_get_info(m, &info), GK_OK);
     const int64_t vocab = info.vocab_size;
     const std::vector<int32_t> prompt = golden_prompt(name, "prompt");
-    gk_session* original = open(m, 64);
-    gk_session* copy = open(m, 64);
+    gk_session* original = open_session(m, 64);
+    gk_session* copy = open_session(m, 64);
     ASSERT_EQ(gk_session_step(copy, prompt.data(), 2, 0, nullptr), GK_OK);  // overwritten
     ASSERT_EQ(gk_session_step(original, prompt.data(), int32_t(prompt.size()), 0, nullptr),
               GK_OK);
@@ -502,13 +476,13 @@ TEST_F(LlmBatch, a_copied_session_goes_on_as_the_original) {
     EXPECT_LE(row_error(b.data(), a.data(), vocab), 1e-6);
     EXPECT_EQ(gk_session_length(original), gk_session_length(copy) + 1);
 
-    gk_session* small = open(m, 2);
+    gk_session* small = open_session(m, 2);
     EXPECT_EQ(gk_session_copy(small, original), GK_OUT_OF_RANGE);
     EXPECT_NE(std::string(gk_last_error()).find("positions"), std::string::npos)
         << gk_last_error();
     EXPECT_EQ(gk_session_length(small), 0);
     gk_model* other = load(name);
-    gk_session* foreign = open(other, 64);
+    gk_session* foreign = open_session(other, 64);
     EXPECT_EQ(gk_session_copy(foreign, original), GK_INVALID_ARGUMENT);
     EXPECT_NE(std::string(gk_last_error()).find("different models"), std::string::npos);
     EXPECT_EQ(gk_session_copy(nullptr, original), GK_INVALID_ARGUMENT);
@@ -552,8 +526,8 @@ TEST_F(LlmBatch, a_sessions_steps_and_draws_are_launched_on_its_tasks_stream) {
   const std::vector<int32_t> prompt = golden_prompt("llama", "prompt");
   gk_task* t = task("decode", 0);
   ASSERT_NE(t, nullptr);
-  gk_session* charged = open(m, 64, t);
-  gk_session* free_session = open(m, 64);
+  gk_session* charged = open_session(m, 64, t);
+  gk_session* free_session = open_session(m, 64);
   ASSERT_TRUE(charged && free_session);
   EXPECT_EQ(ops_launched(t), 0u);  // making the KV cache launches nothing
 
@@ -669,9 +643,9 @@ TEST_F(LlmBatch, bad_batches_are_refused_and_change_no_session) {
   gk_model* other = load("qwen2");
   ASSERT_TRUE(m && other);
   const std::vector<int32_t> prompt = golden_prompt("llama", "prompt");
-  gk_session* a = open(m, 16);
-  gk_session* b = open(m, 16);
-  gk_session* c = open(other, 16);
+  gk_session* a = open_session(m, 16);
+  gk_session* b = open_session(m, 16);
+  gk_session* c = open_session(other, 16);
   ASSERT_EQ(gk_session_step(a, prompt.data(), int32_t(prompt.size()), 0, nullptr), GK_OK);
   const int64_t a_length = gk_session_length(a);
   int32_t tokens[2] = {1, 2};

@@ -13,27 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "llm_test.h"
 #include "gpukit/gpukit.h"
 
 namespace {
 
-std::string folder(const std::string& model) {
-  return std::string(GPUKIT_LLM_GOLDEN) + "/" + model;
-}
-
-int32_t argmax(const float* row, int64_t n) {
-  return int32_t(std::max_element(row, row + n) - row);
-}
-
-double row_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 struct LogCount {
   std::mutex mu;
@@ -69,7 +53,7 @@ class DecodeGraphs : public ::testing::Test {
     }
     gk_model_options o{sizeof(o), runtime_.device, GK_DTYPE_F32};
     gk_model* m = nullptr;
-    EXPECT_EQ(gk_model_load(runtime_.rt, folder(name).c_str(), &o, &m), GK_OK) << gk_last_error();
+    EXPECT_EQ(gk_model_load(runtime_.rt, golden_folder(name).c_str(), &o, &m), GK_OK) << gk_last_error();
     unsetenv("GPUKIT_DECODE_GRAPHS");
     return m;
   }
@@ -78,14 +62,6 @@ class DecodeGraphs : public ::testing::Test {
   LogCount log_;
 };
 
-gk_session* open(gk_model* m, int64_t max_context) {
-  gk_session_options o{};
-  o.struct_size = sizeof(o);
-  o.max_context = max_context;
-  gk_session* s = nullptr;
-  EXPECT_EQ(gk_session_create(m, &o, &s), GK_OK) << gk_last_error();
-  return s;
-}
 
 int64_t vocab_of(gk_model* m) {
   gk_model_info info{};
@@ -106,8 +82,8 @@ TEST_F(DecodeGraphs, one_session_decodes_as_it_does_op_by_op_through_three_table
     gk_model* graphed = load(name, true);
     ASSERT_TRUE(eager && graphed);
     const int64_t vocab = vocab_of(eager);
-    gk_session* a = open(eager, kPrompt + kSteps);
-    gk_session* b = open(graphed, kPrompt + kSteps);
+    gk_session* a = open_session(eager, kPrompt + kSteps);
+    gk_session* b = open_session(graphed, kPrompt + kSteps);
     std::vector<int32_t> prompt(static_cast<size_t>(kPrompt));
     for (int i = 0; i < kPrompt; ++i) prompt[size_t(i)] = int32_t((7 * i + 3) % vocab);
     std::vector<float> la(static_cast<size_t>(vocab)), lb(static_cast<size_t>(vocab));
@@ -151,7 +127,7 @@ TEST_F(DecodeGraphs, a_batch_that_changes_size_decodes_as_it_does_op_by_op) {
         const int length = 3 + 6 * i + (i == 2 ? 2 : 0);
         std::vector<int32_t> prompt(static_cast<size_t>(length));
         for (int j = 0; j < length; ++j) prompt[size_t(j)] = int32_t((11 * j + 5 * i + 1) % vocab);
-        gk_session* s = open(models[k], 64);
+        gk_session* s = open_session(models[k], 64);
         ASSERT_EQ(gk_session_step(s, prompt.data(), length, 0, row.data()), GK_OK)
             << gk_last_error();
         sessions[k].push_back(s);

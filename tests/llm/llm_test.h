@@ -1,11 +1,48 @@
-// The runtime the llm tests use on a GPU: every device, the test manifests, and the first
-// CUDA device, or why there is none to run on (the test then skips, saying so).
+// What the llm model tests share: the golden models' folders, logits comparisons, sessions,
+// and the runtime they use on a GPU.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "gpukit/gpukit.h"
+
+// tests/llm/golden/<model>.
+inline std::string golden_folder(const std::string& model) {
+  return std::string(GPUKIT_LLM_GOLDEN) + "/" + model;
+}
+
+inline int32_t argmax(const float* row, int64_t n) {
+  return int32_t(std::max_element(row, row + n) - row);
+}
+
+// max|a - b| / max|b| over one row.
+inline double row_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return diff / scale;
+}
+
+// A session of `m` (0: the model's context), charged to `task` when given.
+inline gk_session* open_session(gk_model* m, int64_t max_context = 0, gk_task* task = nullptr) {
+  gk_session_options o{};
+  o.struct_size = sizeof(o);
+  o.max_context = max_context;
+  o.task = task;
+  gk_session* s = nullptr;
+  EXPECT_EQ(gk_session_create(m, &o, &s), GK_OK) << gk_last_error();
+  return s;
+}
+
+// The runtime the llm tests use on a GPU: every device, the test manifests, and the first
+// CUDA device, or why there is none to run on (the test then skips, saying so).
 
 struct CudaRuntime {
   gk_runtime* rt = nullptr;

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "llm_test.h"
 #include "gpukit/gpukit.h"
 
 namespace {
@@ -80,22 +80,7 @@ class Llm : public ::testing::Test {
 
 double check_model(Llm* t, const std::string& name, int32_t dtype, double tol, gk_model* model);
 
-std::string folder(const std::string& model) {
-  return std::string(GPUKIT_LLM_GOLDEN) + "/" + model;
-}
 
-double row_error(const float* ours, const float* ref, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(ours[i]) - double(ref[i])));
-    scale = std::max(scale, std::fabs(double(ref[i])));
-  }
-  return diff / scale;
-}
-
-int32_t argmax(const float* row, int64_t n) {
-  return int32_t(std::max_element(row, row + n) - row);
-}
 
 double max_abs(const float* row, int64_t n) {
   double m = 0;
@@ -167,8 +152,8 @@ class ModelCopy {
     path_ = fs::temp_directory_path() / ("gpukit_llm_" + name + "_" + std::to_string(::getpid()) +
                                          "_" + std::to_string(++count_));
     fs::create_directories(path_);
-    fs::copy_file(fs::path(folder(name)) / "model.safetensors", path_ / "model.safetensors");
-    std::ifstream in(fs::path(folder(name)) / "config.json");
+    fs::copy_file(fs::path(golden_folder(name)) / "model.safetensors", path_ / "model.safetensors");
+    std::ifstream in(fs::path(golden_folder(name)) / "config.json");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     size_t at = text.find(find);
     EXPECT_NE(at, std::string::npos) << find;
@@ -190,7 +175,7 @@ class ModelCopy {
 
 TEST_F(Llm, every_golden_model_matches_hf_in_f32_with_identical_greedy_tokens) {
   for (const char* name : kModels) {
-    gk_model* m = load(folder(name));
+    gk_model* m = load(golden_folder(name));
     ASSERT_NE(m, nullptr) << name;
     double worst = check_model(this, name, GK_DTYPE_F32, 1e-4, m);
     std::printf("[ llm f32  ] %-8s max row relative error %.2e\n", name, worst);
@@ -215,7 +200,7 @@ TEST_F(Llm, every_golden_model_matches_hf_in_f32_with_identical_greedy_tokens) {
 // above the measured 1.9e-2 (gpt2) ... 4.3e-2 (qwen3).
 TEST_F(Llm, every_golden_model_matches_hf_in_bf16_within_the_weights_rounding) {
   for (const char* name : kModels) {
-    gk_model* m = load(folder(name), GK_DTYPE_BF16);
+    gk_model* m = load(golden_folder(name), GK_DTYPE_BF16);
     ASSERT_NE(m, nullptr) << name;
     double worst = check_model(this, name, GK_DTYPE_BF16, 5e-2, m);
     std::printf("[ llm bf16 ] %-8s max row relative error %.2e\n", name, worst);
@@ -238,7 +223,7 @@ TEST_F(Llm, every_golden_model_matches_hf_on_a_cuda_device) {
     for (const char* name : kModels) {
       gk_model_options mo{sizeof(mo), cuda, dtype};
       gk_model* m = nullptr;
-      ASSERT_EQ(gk_model_load(rt, folder(name).c_str(), &mo, &m), GK_OK) << gk_last_error();
+      ASSERT_EQ(gk_model_load(rt, golden_folder(name).c_str(), &mo, &m), GK_OK) << gk_last_error();
       const double tol = dtype == GK_DTYPE_F32 ? 1e-4 : 5e-2;
       double worst = check_model(this, name, dtype, tol, m);
       std::printf("[ llm cuda %-4s ] %-8s max row relative error %.2e\n", gk_dtype_name(dtype),
@@ -250,7 +235,7 @@ TEST_F(Llm, every_golden_model_matches_hf_on_a_cuda_device) {
 }
 
 TEST_F(Llm, model_info_describes_the_config) {
-  gk_model* m = load(folder("qwen3"));
+  gk_model* m = load(golden_folder("qwen3"));
   ASSERT_NE(m, nullptr);
   gk_model_info info{};
   info.struct_size = sizeof(info);
@@ -266,7 +251,7 @@ TEST_F(Llm, model_info_describes_the_config) {
 }
 
 TEST_F(Llm, greedy_generate_gives_the_golden_tokens_and_stops_at_a_stop_token) {
-  gk_model* m = load(folder("llama"));
+  gk_model* m = load(golden_folder("llama"));
   ASSERT_NE(m, nullptr);
   auto prompt = golden_i32("llama", "prompt");
   auto tokens = golden_i32("llama", "decode_tokens");
@@ -313,7 +298,7 @@ TEST_F(Llm, greedy_generate_gives_the_golden_tokens_and_stops_at_a_stop_token) {
 // only; each step's scratch and each session's cache are its own), and a session keeps its
 // model alive after the caller released it.
 TEST_F(Llm, eight_threads_each_with_a_session_of_one_model_get_the_golden_tokens) {
-  gk_model* m = load(folder("qwen2"));
+  gk_model* m = load(golden_folder("qwen2"));
   ASSERT_NE(m, nullptr);
   auto prompt = golden_i32("qwen2", "prompt");
   auto golden_tokens = golden_i32("qwen2", "decode_tokens");
@@ -346,7 +331,7 @@ TEST_F(Llm, eight_threads_each_with_a_session_of_one_model_get_the_golden_tokens
 }
 
 TEST_F(Llm, seeded_sampling_repeats_and_a_repetition_penalty_changes_the_tokens) {
-  gk_model* m = load(folder("smollm2"));
+  gk_model* m = load(golden_folder("smollm2"));
   ASSERT_NE(m, nullptr);
   auto prompt = golden_i32("smollm2", "prompt");
   gk_generate_options o{};
@@ -416,7 +401,7 @@ TEST_F(Llm, a_missing_tensor_is_named) {
 }
 
 TEST_F(Llm, a_prompt_longer_than_the_context_and_a_bad_token_id_are_refused) {
-  gk_model* m = load(folder("gpt2"));
+  gk_model* m = load(golden_folder("gpt2"));
   ASSERT_NE(m, nullptr);
   gk_session_options so{sizeof(so), 8};
   gk_session* s = nullptr;
@@ -445,7 +430,7 @@ TEST_F(Llm, a_prompt_longer_than_the_context_and_a_bad_token_id_are_refused) {
 }
 
 TEST_F(Llm, invalid_sampling_parameters_are_named) {
-  gk_model* m = load(folder("llama"));
+  gk_model* m = load(golden_folder("llama"));
   ASSERT_NE(m, nullptr);
   gk_session* s = nullptr;
   ASSERT_EQ(gk_session_create(m, nullptr, &s), GK_OK);
