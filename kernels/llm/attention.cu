@@ -15,6 +15,9 @@
 // (M, Σ l, Σ acc) to the workspace and a second kernel merges the splits the same way the
 // warps are merged above.
 //
+// Decode in f16 or bf16 with head_dim 64 or 128 takes attention_decode_kernel below: one
+// block per kv head, serving its whole query group from one read of the keys and values.
+//
 // With a block table, k and v are block pools and key j of sequence b is row j % block_size
 // of block block_table[b, j / block_size]: only the address of a key row changes, so a
 // batch of sequences whose caches are scattered over one pool is one launch. A block id
@@ -24,6 +27,8 @@
 // (attention_tc.cu): there a block's 128 queries share every K and V tile it loads; it
 // reads block tables the same way.
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "llm/attention.cuh"
 #include "llm/attention_operands.cuh"
@@ -194,6 +199,229 @@ __global__ void attention_merge_kernel(const AttentionArgs a) {
   }
 }
 
+// The decode step (one query per sequence, f16/bf16, head_dim 64 or 128, 16-byte aligned
+// key and value rows): one block per (kv head, sequence, split) serves every q head of the
+// kv head's group, so each key and value row is read once per step, not once per q head.
+//
+//   warp w takes tiles of 32 keys: first + 32 w, first + 32 (w + kDecodeWarps), ...
+//     lane l reads key row (tile + l) whole (Dh / 8 independent 16-byte loads) and scores it
+//       against each q head g of the group (q · scale in shared memory, f32)
+//     per g: the tile's max over the warp; m' = max(m, tile max); p_l = e^(s_l - m')
+//     lanes own Dh / 32 adjacent value dims; for each of the tile's keys j (its row address
+//       and p broadcast), acc[g] = acc[g] · e^(m - m') + Σ_j p_j v[j, dims]
+//   the warps' (m, l, acc) are merged through shared memory, then as attention_kernel does.
+//
+// Every load of a tile is independent, so a warp has 32 keys' bytes in flight where
+// attention_kernel has one key's (at batch 32 that kernel was latency-bound at a tenth of
+// the card's bandwidth).
+constexpr int kDecodeWarps = 4;
+constexpr int kTileKeys = 32;  // one key per lane while scoring
+constexpr int64_t kMaxDecodeGroup = 8;
+// As kSplitBelowBlocks, for blocks that each serve a whole group; a split is at least one
+// tile per warp.
+constexpr int64_t kDecodeBlocks = 1024;
+constexpr int64_t kMinDecodeSplitKeys = kDecodeWarps * kTileKeys;
+
+bool decode_serves(const View& q, const View& k, const View& v) {
+  const int64_t dh = q.shape[3];
+  return (q.dtype == DType::f16 || q.dtype == DType::bf16) && q.shape[1] == 1 &&
+         (dh == 64 || dh == 128) && k.shape[2] > 0 && q.shape[2] % k.shape[2] == 0 &&
+         q.shape[2] / k.shape[2] <= kMaxDecodeGroup && k.shape[2] <= 65535 &&
+         rows_aligned(k, 8, 2) && rows_aligned(v, 8, 2);
+}
+
+int64_t decode_split_count(const View& q, const View& k, const View& block_table) {
+  const int64_t blocks = q.shape[0] * k.shape[2];
+  const int64_t tk = key_capacity(k, block_table);
+  if (blocks >= kDecodeBlocks || tk <= kMinDecodeSplitKeys) return 1;
+  const int64_t by_grid = (kDecodeBlocks + blocks - 1) / blocks;
+  const int64_t by_keys = (tk + kMinDecodeSplitKeys - 1) / kMinDecodeSplitKeys;
+  const int64_t splits = by_grid < by_keys ? by_grid : by_keys;
+  return splits < kMaxSplits ? splits : kMaxSplits;
+}
+
+// Eight 16-bit values of a 16-byte load, as f32.
+template <class T>
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    T pair[2];
+    memcpy(pair, &w[i], sizeof(w[i]));
+    f[2 * i] = to_f32(pair[0]);
+    f[2 * i + 1] = to_f32(pair[1]);
+  }
+}
+
+template <class T, int Dh>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    attention_decode_kernel(const AttentionArgs a) {
+  constexpr int kChunks = Dh / 8;  // 16-byte pieces of a row
+  constexpr int kDims = Dh / 32;   // value dims per lane: 2 or 4 (4 or 8 bytes)
+  constexpr int G = int(kMaxDecodeGroup);
+  const int64_t b = blockIdx.x / a.splits, split = blockIdx.x % a.splits, hk = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = int(a.group);
+  int64_t L = a.lengths ? int64_t(a.lengths[b * a.ls]) : a.Tk;
+  L = L < 0 ? 0 : (L > a.Tk ? a.Tk : L);
+  const int64_t split_len = (a.Tk + a.splits - 1) / a.splits;
+  const int64_t first = split * split_len;
+  const int64_t end = first + split_len < L ? first + split_len : L;
+
+  __shared__ __align__(16) float sq[G][Dh];
+  __shared__ float sp[kDecodeWarps][G][kTileKeys];
+  __shared__ float sm_m[kDecodeWarps][G], sm_l[kDecodeWarps][G];
+  __shared__ float sacc[kDecodeWarps][G][Dh];
+  const T* q = reinterpret_cast<const T*>(a.q) + b * a.qs[0];
+  for (int x = threadIdx.x; x < group * Dh; x += blockDim.x) {
+    const int64_t h = hk * group + x / Dh, d = x % Dh;
+    sq[x / Dh][d] = to_f32(q[h * a.qs[2] + d * a.qs[3]]) * a.scale;
+  }
+  __syncthreads();
+
+  const T* kb = reinterpret_cast<const T*>(a.k) + (a.table ? 0 : b * a.ks[0]) + hk * a.ks[2];
+  const T* vb = reinterpret_cast<const T*>(a.v) + (a.table ? 0 : b * a.vs[0]) + hk * a.vs[2];
+  float m[G], l[G], acc[G][kDims];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kDims; ++e) acc[g][e] = 0.0f;
+  }
+  for (int64_t tile = first + warp * kTileKeys; tile < end; tile += kDecodeWarps * kTileKeys) {
+    const int64_t j = tile + lane;
+    bool valid = j < end;
+    int64_t krow = 0, vrow = 0;  // this lane's key and value rows, from kb and vb
+    if (valid) {
+      int64_t block = 0, row = j;
+      if (a.table) {
+        block = a.table[b * a.ts[0] + (j / a.block_size) * a.ts[1]];
+        valid = block >= 0 && block < a.num_blocks;
+        row = j % a.block_size;
+      }
+      krow = block * a.ks[0] + row * a.ks[1];
+      vrow = block * a.vs[0] + row * a.vs[1];
+    }
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = 0.0f;
+    if (valid) {
+      uint4 raw[kChunks];
+      const uint4* kr = reinterpret_cast<const uint4*>(kb + krow);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) raw[c] = kr[c];
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        float kf[8];
+        unpack8<T>(raw[c], kf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          if (g < group) {
+            const float4 q0 = *reinterpret_cast<const float4*>(&sq[g][8 * c]);
+            const float4 q1 = *reinterpret_cast<const float4*>(&sq[g][8 * c + 4]);
+            s[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] +
+                    q1.y * kf[5] + q1.z * kf[6] + q1.w * kf[7];
+          }
+        }
+      }
+    }
+    __syncwarp();  // the previous tile's reads of sp are done
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (g >= group) continue;
+      float tile_max = valid ? s[g] : -INFINITY;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+      }
+      const float m_new = fmaxf(m[g], tile_max);
+      // m_new = -inf: no key yet (warp-uniform), nothing to rescale or add.
+      const float correction = m_new == -INFINITY ? 1.0f : expf(m[g] - m_new);
+      const float p = valid ? expf(s[g] - m_new) : 0.0f;
+      l[g] = l[g] * correction + p;
+#pragma unroll
+      for (int e = 0; e < kDims; ++e) acc[g][e] *= correction;
+      m[g] = m_new;
+      sp[warp][g][lane] = p;
+    }
+    __syncwarp();
+    // The tile's value rows, 8 keys' loads in flight at a time.
+    const int keys = end - tile < kTileKeys ? int(end - tile) : kTileKeys;
+    for (int j0 = 0; j0 < keys; j0 += 8) {
+      float vf[8][kDims];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int64_t row = __shfl_sync(0xffffffffu, vrow, j0 + u);
+        const bool ok = __shfl_sync(0xffffffffu, int(valid), j0 + u) != 0;
+        if constexpr (kDims == 4) {
+          uint2 raw = ok ? *reinterpret_cast<const uint2*>(vb + row + kDims * lane) : uint2{0, 0};
+          T pair[4];
+          memcpy(pair, &raw, sizeof(raw));
+#pragma unroll
+          for (int e = 0; e < 4; ++e) vf[u][e] = to_f32(pair[e]);
+        } else {
+          uint32_t raw = ok ? *reinterpret_cast<const uint32_t*>(vb + row + kDims * lane) : 0u;
+          T pair[2];
+          memcpy(pair, &raw, sizeof(raw));
+          vf[u][0] = to_f32(pair[0]);
+          vf[u][1] = to_f32(pair[1]);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if (g >= group) continue;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const float p = sp[warp][g][j0 + u];
+#pragma unroll
+          for (int e = 0; e < kDims; ++e) acc[g][e] += p * vf[u][e];
+        }
+      }
+    }
+  }
+
+  // (A key past `keys` in the last group of 8 is not valid: its p is 0 and its value was
+  // not read.) The warps' states, merged.
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (g >= group) continue;
+    float sum = l[g];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+      sm_m[warp][g] = m[g];
+      sm_l[warp][g] = sum;
+    }
+#pragma unroll
+    for (int e = 0; e < kDims; ++e) sacc[warp][g][kDims * lane + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < group * Dh; x += blockDim.x) {
+    const int g = x / Dh, d = x % Dh;
+    const int64_t h = hk * group + g;
+    float M = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, sm_m[w][g]);
+    float total = 0.0f, sum = 0.0f;
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float weight = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - M);
+      total += sm_l[w][g] * weight;
+      sum += sacc[w][g][d] * weight;
+    }
+    if (a.splits > 1) {
+      float* p = a.partial + ((b * a.Hq + h) * a.splits + split) * (a.Dh + 2);
+      if (d == 0) {
+        p[0] = M;
+        p[1] = total;
+      }
+      p[2 + d] = sum;
+    } else {
+      T* out = reinterpret_cast<T*>(a.out) + b * a.os[0] + h * a.os[2];
+      out[d * a.os[3]] = from_f32<T>(total > 0.0f ? sum / total : 0.0f);
+    }
+  }
+}
+
 // Whether the tensor-core kernel serves the call (it counts paged key positions in 32 bits).
 bool tensor_cores_serve(const View& q, const View& k, const View& block_table) {
   return attention_tc_refusal(q).empty() && key_capacity(k, block_table) < (int64_t(1) << 31);
@@ -213,9 +441,11 @@ std::string attention_refusal(const View& q) {
   return "";
 }
 
-size_t attention_workspace_bytes(const View& q, const View& k, const View& block_table) {
+size_t attention_workspace_bytes(const View& q, const View& k, const View& v,
+                                 const View& block_table) {
   if (tensor_cores_serve(q, k, block_table)) return 0;  // it needs no workspace
-  const int64_t splits = split_count(q, k, block_table);
+  const int64_t splits = decode_serves(q, k, v) ? decode_split_count(q, k, block_table)
+                                                : split_count(q, k, block_table);
   if (splits <= 1) return 0;
   return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) * sizeof(float);
 }
@@ -232,11 +462,30 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
   if (tensor_cores_serve(q, k, block_table)) {
     return launch_attention_tc(q, k, v, kv_lengths, block_table, out, scale, causal, stream);
   }
-  a.splits = split_count(q, k, block_table);
+  const bool decode = decode_serves(q, k, v);
+  a.splits = decode ? decode_split_count(q, k, block_table) : split_count(q, k, block_table);
   a.partial = static_cast<float*>(workspace);
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
-  const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));
+  if (decode) {
+    const dim3 grid(unsigned(q.shape[0] * a.splits), unsigned(k.shape[2]));
+    auto launch = [&](auto tag, auto head_dim) {
+      using T = decltype(tag);
+      attention_decode_kernel<T, decltype(head_dim)::value>
+          <<<grid, kDecodeWarps * 32, 0, stream>>>(a);
+      if (a.splits > 1) attention_merge_kernel<T><<<merge_grid, 128, 0, stream>>>(a);
+    };
+    const bool f16 = q.dtype == DType::f16;
+    if (a.Dh == 64) {
+      f16 ? launch(__half{}, std::integral_constant<int, 64>{})
+          : launch(__nv_bfloat16{}, std::integral_constant<int, 64>{});
+    } else {
+      f16 ? launch(__half{}, std::integral_constant<int, 128>{})
+          : launch(__nv_bfloat16{}, std::integral_constant<int, 128>{});
+    }
+    return cudaGetLastError();
+  }
+  const dim3 grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0] * a.splits));
   bool ok = visit_floating(q.dtype, [&](auto tag) {
     using T = decltype(tag);
     attention_kernel<T><<<grid, kWarps * 32, 0, stream>>>(a);

@@ -17,12 +17,13 @@ inline constexpr int64_t kMaxAttentionHeadDim = 256;
 // [num_blocks, block_size, Hkv, Dh], Tk is max_blocks * block_size and key j of sequence b is
 // row j % block_size of block block_table[b, j / block_size]; a block id outside
 // [0, num_blocks) holds no key (its keys are left out of the softmax), and kv_lengths is
-// required. `workspace` holds attention_workspace_bytes(q, k, block_table) bytes (NULL when
+// required. `workspace` holds attention_workspace_bytes(q, k, v, block_table) bytes (NULL when
 // that is 0): the partial results of a decode whose keys are split over several blocks.
 cudaError_t launch_attention(const View& q, const View& k, const View& v, const View& kv_lengths,
                              const View& block_table, const View& out, float scale, bool causal,
                              void* workspace, cudaStream_t stream);
-size_t attention_workspace_bytes(const View& q, const View& k, const View& block_table);
+size_t attention_workspace_bytes(const View& q, const View& k, const View& v,
+                                 const View& block_table);
 
 // Why a shape cannot be served, or "" when it can.
 std::string attention_refusal(const View& q);

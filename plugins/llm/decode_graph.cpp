@@ -29,10 +29,29 @@ constexpr unsigned kStreamNonBlocking = 0x1;  // CU_STREAM_NON_BLOCKING
 
 DecodeGraphs::~DecodeGraphs() {
   clear();
-  if (capture_stream_) {
-    ContextScope current(model_->driver);
-    model_->driver.stream_destroy(capture_stream_);
+  if (capture_streams_.empty()) return;
+  ContextScope current(model_->driver);
+  for (const auto& [replay, capture] : capture_streams_) model_->driver.stream_destroy(capture);
+}
+
+void* DecodeGraphs::capture_stream(void* replay) {
+  if (auto it = capture_streams_.find(replay); it != capture_streams_.end()) return it->second;
+  ContextScope current(model_->driver);
+  // Those of replay streams no graph is kept for any more go first.
+  for (auto it = capture_streams_.begin(); it != capture_streams_.end();) {
+    const bool used = std::any_of(graphs_.begin(), graphs_.end(),
+                                  [&](const auto& g) { return g->stream == it->first; });
+    if (used) {
+      ++it;
+    } else {
+      model_->driver.stream_destroy(it->second);
+      it = capture_streams_.erase(it);
+    }
   }
+  void* stream = nullptr;
+  if (model_->driver.stream_create(&stream, kStreamNonBlocking) != 0) return nullptr;
+  capture_streams_[replay] = stream;
+  return stream;
 }
 
 void DecodeGraphs::enable(Model& model) {
@@ -125,13 +144,8 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
   Model& m = *model_;
   const gk_host_services* host = m.host;
   void* context = host->host_context;
-  if (!capture_stream_) {
-    ContextScope current(m.driver);
-    if (m.driver.stream_create(&capture_stream_, kStreamNonBlocking) != 0) {
-      capture_stream_ = nullptr;
-      return nullptr;
-    }
-  }
+  void* const capture_on = capture_stream(key.stream);
+  if (!capture_on) return nullptr;
   auto g = std::make_unique<DecodeGraph>();
   g->stream = key.stream;
   g->batch = key.batch;
@@ -159,7 +173,7 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
   const Tensor tokens = inputs.rows(0, batch), positions = inputs.rows(batch, batch);
   const Tensor logits = Tensor::contiguous(g->logits, GK_DTYPE_F32, {batch, vocab});
 
-  if (host->graph_begin(context, m.device, capture_stream_) != GK_OK) {
+  if (host->graph_begin(context, m.device, capture_on) != GK_OK) {
     release(*g);
     return nullptr;
   }
@@ -167,13 +181,13 @@ DecodeGraph* DecodeGraphs::capture(Step& step, const Key& key) {
   bool recorded = true;
   try {
     // Its scratch is freed on the capture stream, into the graph, before the capture ends.
-    Ops ops(host, m.device, capture_stream_);
+    Ops ops(host, m.device, capture_on);
     m.builder->forward(captured, ops, tokens, positions, logits);
   } catch (const Failure&) {
     recorded = false;
   }
   void* graph = nullptr;
-  const gk_status ended = host->graph_end(context, m.device, capture_stream_, &graph);
+  const gk_status ended = host->graph_end(context, m.device, capture_on, &graph);
   if (!recorded || ended != GK_OK) {
     if (graph) host->graph_release(context, graph);
     release(*g);

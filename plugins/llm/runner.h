@@ -302,11 +302,16 @@ class DecodeGraphs {
   // Whether `g` was captured for `key`'s shape.
   static bool serves(const DecodeGraph& g, const Key& key);
   DecodeGraph* capture(Step& step, const Key& key);
+  // The capture stream of `replay` (created on first use), or nullptr when none can be made.
+  void* capture_stream(void* replay);
   void release(DecodeGraph& g);
 
   Model* model_ = nullptr;
   std::mutex lock_;
-  void* capture_stream_ = nullptr;
+  // Per replay stream, the private stream its graphs are captured on: kernels that keep
+  // state per stream (cuBLASLt's workspace) then share it only among graphs whose replays
+  // are ordered on one stream.
+  std::map<void*, void*> capture_streams_;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;
   // Steps run op by op per shape; -1: its capture failed. Forgotten past kMaxSeen shapes
   // (a long transcription meets a new set of windows every few seconds of audio).

@@ -227,7 +227,7 @@ gk_status llm_launch(const gk_kernel_args* args, LaunchContext& ctx) {
     AttentionCall c;
     if (!resolve(args, &c, &why)) return refuse();
     void* ws = nullptr;
-    const gk_status st = ctx.workspace(kl::attention_workspace_bytes(c.q, c.k, c.table), &ws);
+    const gk_status st = ctx.workspace(kl::attention_workspace_bytes(c.q, c.k, c.v, c.table), &ws);
     if (st != GK_OK) return st;
     return ctx.check(kl::launch_attention(c.q, c.k, c.v, c.lengths, c.table, c.out,
                                           float(c.p.scale), c.p.causal, ws, ctx.stream()),

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 
 #include "gpu_runtime.h"
 
@@ -248,8 +249,14 @@ void LlmGpu::check_attention_cases() {
   const std::vector<AttnCase> cases = {
       {1, 64, 64, 64, 8, 2, 64, {}, true},                // prefill
       {2, 1, 1000, 1024, 32, 8, 128, {1000, 517}, true},  // decode over a cache view
-      {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},         // chunked prefill; L < Tq
-      {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},          // an empty cache; not causal
+      // f16 and bf16 decode with Dh 64 or 128 and a group of at most 8 takes the per-kv-head
+      // kernel: Qwen2.5-0.5B's group of 7, Whisper's 1, a length mid-tile and 0; a group of
+      // 16 stays on the per-q-head kernel.
+      {3, 1, 700, 768, 14, 2, 64, {700, 33, 0}, true},
+      {2, 1, 1500, 1500, 6, 6, 64, {}, false},
+      {1, 1, 129, 256, 32, 2, 128, {129}, true},
+      {2, 5, 300, 512, 6, 3, 80, {300, 3}, true},  // chunked prefill; L < Tq
+      {2, 4, 50, 64, 4, 1, 256, {0, 50}, false},   // an empty cache; not causal
       {1, 3, 7, 7, 2, 2, 32, {}, false},
       // f16 and bf16 with Tq >= 16 and Dh 64 or 128 take a tensor-core kernel (on SM 90 with
       // Tq >= 64, attention_sm90's wgmma kernel; its key tiles are 128 and its stages 3, so
@@ -385,10 +392,11 @@ TEST_F(LlmGpu, paged_attention_matches_the_cpu_and_reads_blocks_outside_the_pool
   }
   // Sequence 0's second block and all of sequence 1's are outside the pool: sequence 0
   // sees its first 16 keys only (the cpu, on a table of those alone, is the reference) and
-  // sequence 1 no key at all. Decode (split-key kernel) and a 16-query prefill (tensor
-  // cores).
-  for (int64_t tq : {1, 16}) {
-    const int32_t dtype = tq == 1 ? GK_DTYPE_F32 : GK_DTYPE_BF16;
+  // sequence 1 no key at all. Decode (in f32 the per-q-head kernel, in bf16 the per-kv-head
+  // one) and a 16-query prefill (tensor cores).
+  const std::pair<int64_t, int32_t> runs[] = {
+      {1, GK_DTYPE_F32}, {1, GK_DTYPE_BF16}, {16, GK_DTYPE_BF16}};
+  for (const auto& [tq, dtype] : runs) {
     TensorPtr q = random_cpu(dtype, {2, tq, 2, 64});
     TensorPtr pool = random_cpu(dtype, {4, 16, 1, 64});
     TensorPtr ref = make_tensor(rt_.get(), dtype, {1, tq, 2, 64}, 0);
