@@ -53,8 +53,9 @@ constexpr int64_t kMaxSplits = 64;
 struct AttentionArgs : AttentionOperands {
   float scale;
   bool causal;
-  int64_t splits;  // blocks per (i, h, b) along the keys
-  float* partial;  // [B, Tq, Hq, splits, Dh + 2] when splits > 1
+  int64_t splits;      // blocks per (i, h, b) along the keys
+  int64_t split_keys;  // keys of each
+  float* partial;      // [B, Tq, Hq, splits, Dh + 2] when splits > 1
 };
 
 // The keys a sequence may hold: its cache's positions, or its row of the block table.
@@ -82,9 +83,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttentionA
   L = L < 0 ? 0 : (L > a.Tk ? a.Tk : L);
   int64_t last = a.causal ? (L - a.Tq + i < L - 1 ? L - a.Tq + i : L - 1) : L - 1;
   // This block's keys: [first, last].
-  const int64_t split_len = (a.Tk + a.splits - 1) / a.splits;
-  const int64_t first = split * split_len;
-  if (first + split_len - 1 < last) last = first + split_len - 1;
+  const int64_t first = split * a.split_keys;
+  if (first + a.split_keys - 1 < last) last = first + a.split_keys - 1;
 
   const T* q = reinterpret_cast<const T*>(a.q) + b * a.qs[0] + i * a.qs[1] + h * a.qs[2];
   // Without a table, sequence b's keys; with one, the pool's (block and row per key).
@@ -217,10 +217,13 @@ __global__ void attention_merge_kernel(const AttentionArgs a) {
 constexpr int kDecodeWarps = 4;
 constexpr int kTileKeys = 32;  // one key per lane while scoring
 constexpr int64_t kMaxDecodeGroup = 8;
-// As kSplitBelowBlocks, for blocks that each serve a whole group; a split is at least one
-// tile per warp.
-constexpr int64_t kDecodeBlocks = 1024;
-constexpr int64_t kMinDecodeSplitKeys = kDecodeWarps * kTileKeys;
+// A split's keys: kDecodeSplitUnit (a tile per warp) per kDecodeSplitUnit (kv head,
+// sequence) pairs, so that a batch of 32 Llama-3.2-1B sequences (256 pairs) runs about 1024
+// blocks of 256 keys at context 1024, and one sequence blocks of 128 keys. It depends on the
+// batch, not on the keys a table may hold, so a decode graph (whose table is wider than the
+// sessions' lengths) splits the keys where the op-by-op step does and gives its bits.
+constexpr int64_t kDecodeSplitUnit = kDecodeWarps * kTileKeys;
+constexpr int64_t kMaxDecodeSplits = 256;
 
 bool decode_serves(const View& q, const View& k, const View& v) {
   const int64_t dh = q.shape[3];
@@ -230,14 +233,31 @@ bool decode_serves(const View& q, const View& k, const View& v) {
          rows_aligned(k, 8, 2) && rows_aligned(v, 8, 2);
 }
 
-int64_t decode_split_count(const View& q, const View& k, const View& block_table) {
-  const int64_t blocks = q.shape[0] * k.shape[2];
+// Keys per split block (past kMaxDecodeSplits splits, contexts of 32K keys and more at
+// batch 1, as many more as keep the splits at that).
+int64_t decode_split_keys(const View& q, const View& k, const View& block_table) {
+  const int64_t pairs = q.shape[0] * k.shape[2];
   const int64_t tk = key_capacity(k, block_table);
-  if (blocks >= kDecodeBlocks || tk <= kMinDecodeSplitKeys) return 1;
-  const int64_t by_grid = (kDecodeBlocks + blocks - 1) / blocks;
-  const int64_t by_keys = (tk + kMinDecodeSplitKeys - 1) / kMinDecodeSplitKeys;
-  const int64_t splits = by_grid < by_keys ? by_grid : by_keys;
-  return splits < kMaxSplits ? splits : kMaxSplits;
+  int64_t keys = kDecodeSplitUnit * ((pairs + kDecodeSplitUnit - 1) / kDecodeSplitUnit);
+  if (tk > keys * kMaxDecodeSplits) {
+    const int64_t fewest = (tk + kMaxDecodeSplits - 1) / kMaxDecodeSplits;
+    keys = kDecodeSplitUnit * ((fewest + kDecodeSplitUnit - 1) / kDecodeSplitUnit);
+  }
+  return keys;
+}
+
+// Split blocks per (i, h, b) and the keys of each: the decode kernel's, or attention_kernel's.
+struct Splits {
+  int64_t count, keys;
+};
+Splits splits_of(const View& q, const View& k, const View& v, const View& block_table) {
+  const int64_t tk = key_capacity(k, block_table);
+  if (decode_serves(q, k, v)) {
+    const int64_t keys = decode_split_keys(q, k, block_table);
+    return {tk > keys ? (tk + keys - 1) / keys : 1, keys};
+  }
+  const int64_t count = split_count(q, k, block_table);
+  return {count, (tk + count - 1) / count};
 }
 
 // Eight 16-bit values of a 16-byte load, as f32.
@@ -264,9 +284,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int group = int(a.group);
   int64_t L = a.lengths ? int64_t(a.lengths[b * a.ls]) : a.Tk;
   L = L < 0 ? 0 : (L > a.Tk ? a.Tk : L);
-  const int64_t split_len = (a.Tk + a.splits - 1) / a.splits;
-  const int64_t first = split * split_len;
-  const int64_t end = first + split_len < L ? first + split_len : L;
+  const int64_t first = split * a.split_keys;
+  const int64_t end = first + a.split_keys < L ? first + a.split_keys : L;
 
   __shared__ __align__(16) float sq[G][Dh];
   __shared__ float sp[kDecodeWarps][G][kTileKeys];
@@ -444,8 +463,7 @@ std::string attention_refusal(const View& q) {
 size_t attention_workspace_bytes(const View& q, const View& k, const View& v,
                                  const View& block_table) {
   if (tensor_cores_serve(q, k, block_table)) return 0;  // it needs no workspace
-  const int64_t splits = decode_serves(q, k, v) ? decode_split_count(q, k, block_table)
-                                                : split_count(q, k, block_table);
+  const int64_t splits = splits_of(q, k, v, block_table).count;
   if (splits <= 1) return 0;
   return size_t(q.shape[0] * q.shape[1] * q.shape[2] * splits * (q.shape[3] + 2)) * sizeof(float);
 }
@@ -463,7 +481,9 @@ cudaError_t launch_attention(const View& q, const View& k, const View& v, const 
     return launch_attention_tc(q, k, v, kv_lengths, block_table, out, scale, causal, stream);
   }
   const bool decode = decode_serves(q, k, v);
-  a.splits = decode ? decode_split_count(q, k, block_table) : split_count(q, k, block_table);
+  const Splits splits = splits_of(q, k, v, block_table);
+  a.splits = splits.count;
+  a.split_keys = splits.keys;
   a.partial = static_cast<float*>(workspace);
   if (a.splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   const dim3 merge_grid(unsigned(a.Tq), unsigned(a.Hq), unsigned(q.shape[0]));

@@ -426,6 +426,38 @@ TEST_F(LlmGpu, paged_attention_matches_the_cpu_and_reads_blocks_outside_the_pool
   }
 }
 
+// A decode graph's block table is wider than its sessions need: the decode kernel splits
+// the keys by the batch alone, so the wider table gives the same bits.
+TEST_F(LlmGpu, decode_attention_over_a_wider_block_table_gives_the_same_bits) {
+  const int64_t B = 3, Hq = 8, Hkv = 2, D = 64, blocks = 40;
+  const std::vector<double> lengths = {600, 129, 17};
+  std::vector<double> narrow, wide;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = 0; j < 64; ++j) {
+      const double id = double((b * 13 + j) % blocks);
+      if (j < 40) narrow.push_back(id);
+      wide.push_back(j < 40 ? id : -1.0);
+    }
+  }
+  for (int32_t dtype : {GK_DTYPE_F16, GK_DTYPE_BF16}) {
+    TensorPtr q = gpu_copy(random_cpu(dtype, {B, 1, Hq, D}).get());
+    TensorPtr kp = gpu_copy(random_cpu(dtype, {blocks, 16, Hkv, D}).get());
+    TensorPtr vp = gpu_copy(random_cpu(dtype, {blocks, 16, Hkv, D}).get());
+    TensorPtr len = gpu_copy(cpu(GK_DTYPE_I32, {B}, lengths).get());
+    std::vector<std::vector<double>> outs;
+    for (const auto* ids : {&narrow, &wide}) {
+      const int64_t width = int64_t(ids->size()) / B;
+      TensorPtr table = gpu_copy(cpu(GK_DTYPE_I32, {B, width}, *ids).get());
+      TensorPtr out = gpu_poisoned(dtype, {B, 1, Hq, D});
+      must(call("attention", {q.get(), kp.get(), vp.get(), len.get(), table.get()}, {out.get()},
+                {ia("causal", 1)}),
+           "gpu, table width " + std::to_string(width));
+      outs.push_back(values(out.get()));
+    }
+    EXPECT_EQ(outs[0], outs[1]) << gk_dtype_name(dtype);
+  }
+}
+
 // The cache append: rows cast into their slots of a pool, the same bits as the cpu's; a
 // slot outside the pool is skipped on the device (the cpu refuses it).
 TEST_F(LlmGpu, kv_cache_write_matches_the_cpu_and_skips_slots_outside_the_pool) {
