@@ -111,7 +111,8 @@ Row filter(float* logits, int64_t n, const std::vector<int32_t>& sampled, bool t
     return Row{logits, 0.0, v.eot};
   }
   // A timestamp is forced when all of them together are likelier than the best text token.
-  if (timestamps && text.argmax >= 0 && stamps.value - total > double(logits[text.argmax]) - total) {
+  if (timestamps && text.argmax >= 0 &&
+      stamps.value - total > double(logits[text.argmax]) - total) {
     mask(0, tb);
     row.log_norm = stamps.value;
     row.best = int32_t(stamps.argmax);
@@ -159,7 +160,7 @@ struct Hypothesis {
   std::vector<int32_t> tokens;
   double sum_logprob = 0;
   bool done = false;
-  float* logits = nullptr;  // the row to choose its next token from
+  float* logits = nullptr;   // the row to choose its next token from
   Row row;                   // …filtered (filter_rows)
   std::vector<int32_t> top;  // …its likeliest tokens, for a beam
 };
@@ -188,9 +189,9 @@ class Search {
     gk_session* first = job_.hyps[0];
     check(gk_session_copy(first, job_.window), fn);
     prompt_row_.resize(size_t(p_.vocab_size));
-    check(gk_session_step(first, job_.head.data(), int32_t(job_.head.size()), 0,
-                          prompt_row_.data()),
-          fn);
+    check(
+        gk_session_step(first, job_.head.data(), int32_t(job_.head.size()), 0, prompt_row_.data()),
+        fn);
     if (v_.no_speech >= 0) {
       const double total = log_sum(prompt_row_.data(), 0, p_.vocab_size).value;
       job_.result.no_speech_prob = std::exp(double(prompt_row_[size_t(v_.no_speech)]) - total);
@@ -392,7 +393,6 @@ class Search {
   std::vector<Candidate> finished_;
 };
 
-
 // Runs fn(i) for i in [0, n) on a few threads, the caller's among them: a decode step's rows
 // of many windows are filtered side by side (each is a pass or two over the vocabulary).
 class RowThreads {
@@ -476,6 +476,25 @@ class RowThreads {
 
 }  // namespace
 
+void Roster::step(const std::vector<gk_session*>& live, const std::vector<int32_t>& live_tokens,
+                  int32_t filler, const std::function<bool(gk_session*)>& has_room) {
+  auto is_live = [&](gk_session* s) {
+    return std::find(live.begin(), live.end(), s) != live.end();
+  };
+  sessions.erase(std::remove_if(sessions.begin(), sessions.end(),
+                                [&](gk_session* s) { return !is_live(s) && !has_room(s); }),
+                 sessions.end());
+  for (gk_session* s : live) {
+    if (std::find(sessions.begin(), sessions.end(), s) == sessions.end()) sessions.push_back(s);
+  }
+  tokens.assign(sessions.size(), filler);
+  row_of.resize(live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    row_of[i] = size_t(std::find(sessions.begin(), sessions.end(), live[i]) - sessions.begin());
+    tokens[row_of[i]] = live_tokens[i];
+  }
+}
+
 void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, const Vocab& v,
                     std::mt19937_64& rng) {
   std::vector<Search> searches;
@@ -490,6 +509,8 @@ void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, 
   std::vector<gk_session*> sessions;
   std::vector<int32_t> tokens;
   std::vector<Hypothesis*> stepped;
+  Roster roster;
+  auto has_room = [&](gk_session* s) { return gk_session_length(s) + 1 < p.n_ctx; };
   while (true) {
     rows.clear();
     for (Search& s : searches) {
@@ -503,12 +524,15 @@ void decode_windows(const std::vector<WindowJob*>& jobs, const SearchParams& p, 
       if (!s.done()) s.advance(sessions, tokens, stepped);
     }
     if (sessions.empty()) break;
-    logits.resize(sessions.size() * size_t(p.vocab_size));
-    check(gk_session_step_batch(sessions.data(), int32_t(sessions.size()), tokens.data(),
-                                logits.data()),
+    if (p.keep_batch) roster.step(sessions, tokens, v.eot, has_room);
+    const std::vector<gk_session*>& batch = p.keep_batch ? roster.sessions : sessions;
+    logits.resize(batch.size() * size_t(p.vocab_size));
+    check(gk_session_step_batch(batch.data(), int32_t(batch.size()),
+                                p.keep_batch ? roster.tokens.data() : tokens.data(), logits.data()),
           "gk_asr_transcribe");
     for (size_t i = 0; i < stepped.size(); ++i) {
-      stepped[i]->logits = logits.data() + i * size_t(p.vocab_size);
+      const size_t row = p.keep_batch ? roster.row_of[i] : i;
+      stepped[i]->logits = logits.data() + row * size_t(p.vocab_size);
     }
   }
   for (Search& s : searches) s.finish();

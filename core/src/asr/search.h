@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -37,8 +38,25 @@ struct SearchParams {
   int32_t best_of = 1;    // at a temperature > 0
   float temperature = 0;
   bool timestamps = true;
-  int64_t n_ctx = 0;       // the decoder's context (Whisper: 448)
+  int64_t n_ctx = 0;  // the decoder's context (Whisper: 448)
   int64_t vocab_size = 0;
+  // Sessions whose hypotheses ended stay in the batch, stepped on a token nobody reads,
+  // while they have room: a batch that keeps its sessions keeps replaying its decode graph
+  // (docs/llm.md) instead of running op by op until each smaller batch is captured. Worth it
+  // where steps replay graphs (CUDA); on the cpu it would only add work.
+  bool keep_batch = false;
+};
+
+// The batch of a search with SearchParams::keep_batch: every session stepped so far, in the
+// order of its first step (a decode graph is kept per batch of sessions, in order).
+struct Roster {
+  std::vector<gk_session*> sessions;
+  std::vector<int32_t> tokens;  // this step's, per session
+  std::vector<size_t> row_of;   // live[i]'s row of the step
+  // This step: the `live` sessions step on `live_tokens` (a new one joins at the end), the
+  // others on `filler`; one of those leaves when it has no room for another position.
+  void step(const std::vector<gk_session*>& live, const std::vector<int32_t>& live_tokens,
+            int32_t filler, const std::function<bool(gk_session*)>& has_room);
 };
 
 // Decodes every job's window; on return each job's result is its best candidate (ranked by

@@ -36,9 +36,9 @@ constexpr int64_t kHop = 160;
 constexpr int64_t kWindowFrames = 3000;                   // 30 s of features
 constexpr int64_t kWindowSamples = kWindowFrames * kHop;  // 480000
 constexpr double kSecondsPerTimestamp = 0.02;             // the encoder's stride of 2 frames
-constexpr int64_t kCutSearchFrames = 250;  // a part's cut moves up to 2.5 s to a quiet spot
-constexpr int64_t kQuietFrames = 20;       // …the quietest 0.2 s there
-constexpr float kTopTemperature = 1.0f;    // the fallback's last temperature (Whisper's)
+constexpr int64_t kCutSearchFrames = 250;    // a part's cut moves up to 2.5 s to a quiet spot
+constexpr int64_t kQuietFrames = 20;         // …the quietest 0.2 s there
+constexpr float kTopTemperature = 1.0f;      // the fallback's last temperature (Whisper's)
 constexpr float kSilentPeak = 1.0f / 32768;  // one step of 16-bit audio: below, digital silence
 // Bounds that keep a typo from asking for thousands of sessions (each holds a KV cache).
 constexpr int32_t kMostHypotheses = 32;
@@ -127,6 +127,10 @@ class Transcriber {
     vocab_size_ = info.vocab_size;
     n_ctx_ = info.context_length;
     device_ = info.device;
+    gk_device_props props{};
+    props.struct_size = sizeof(props);
+    check(gk_device_get_props(model_runtime(model), device_, &props), "gk_asr_transcribe");
+    on_cuda_ = props.kind == GK_DEVICE_KIND_CUDA;
     gk_encoder_info enc{};
     enc.struct_size = sizeof(enc);
     check(gk_model_get_encoder_info(model, &enc), "gk_asr_transcribe");
@@ -136,10 +140,9 @@ class Transcriber {
                                     ", not a Whisper model (it has no encoder)");
     }
     if (enc.max_frames < kWindowFrames) {
-      fail(GK_INVALID_ARGUMENT, "gk_asr_transcribe: the model's encoder takes " +
-                                    std::to_string(enc.max_frames) +
-                                    " frames, less than a 30 s window of " +
-                                    std::to_string(kWindowFrames));
+      fail(GK_INVALID_ARGUMENT,
+           "gk_asr_transcribe: the model's encoder takes " + std::to_string(enc.max_frames) +
+               " frames, less than a 30 s window of " + std::to_string(kWindowFrames));
     }
     n_mels_ = enc.n_mels;
     const std::filesystem::path folder(model_path(model));
@@ -262,6 +265,7 @@ class Transcriber {
     p.timestamps = !o_.without_timestamps;
     p.n_ctx = n_ctx_;
     p.vocab_size = vocab_size_;
+    p.keep_batch = on_cuda_;
     std::vector<WindowJob*> jobs;
     for (Part* part : parts) jobs.push_back(&part->job);
     while (!jobs.empty()) {
@@ -369,8 +373,8 @@ class Transcriber {
   // no-speech rule keeps it), so such a window is skipped undecoded, as a silent one is.
   static bool silent_window(const std::vector<float>& samples, const Part& part) {
     const size_t begin = std::min(samples.size(), size_t(part.seek * kHop));
-    const size_t end = std::min(samples.size(),
-                                size_t(std::min(part.seek + kWindowFrames, part.end) * kHop));
+    const size_t end =
+        std::min(samples.size(), size_t(std::min(part.seek + kWindowFrames, part.end) * kHop));
     for (size_t i = begin; i < end; ++i) {
       if (!(std::fabs(samples[i]) <= kSilentPeak)) return false;  // NaN: not silence
     }
@@ -424,6 +428,7 @@ class Transcriber {
   gk_transcribe_options o_;
   int64_t vocab_size_ = 0, n_ctx_ = 0;
   int32_t device_ = 0, n_mels_ = 0;
+  bool on_cuda_ = false;
   Vocab v_;
   std::unique_ptr<gk_tokenizer, void (*)(gk_tokenizer*)> tokenizer_{nullptr, gk_tokenizer_release};
   std::mt19937_64 rng_;
