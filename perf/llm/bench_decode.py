@@ -24,7 +24,10 @@ of the model's shape with random weights (perf/llm/gguf_random.py: projections i
 the tied embedding f16) is loaded in bf16 twice, projections kept packed (the default) and
 dequantized at load (GPUKIT_LLM_DEQUANTIZE=1); decode tokens/s of both, the roofline of the
 packed bytes a decode step reads (projections as stored, the tied head in bf16, the KV cache)
-against this run's copy bandwidth, and whether the two paths pick the same greedy tokens.
+against this run's copy bandwidth, and where the two paths' greedy tokens first differ (the
+dequantized path rounds every weight to bf16, the packed one reads the exact values: first-step
+logits differ by about 1e-3 (q4) to 1e-2 (q8_0) relative on these random models, and near-ties
+of random weights make early token differences expected).
 With --batch N > 1, N sequences of --prompt distinct random ids decode together (ours: one
 gk_batch, whose prompts are prefilled one by one and then step together; HF: generate over
 an [N, prompt] batch), and decode tokens/s counts the tokens of all N sequences.
