@@ -131,7 +131,7 @@ struct OpSchema {
   int32_t updates_input = -1;
   // Inputs that may have a block-quantized (packed) dtype; the op's rule checks which and
   // how. Any other packed input is refused before the rule runs.
-  std::vector<size_t> packed_inputs;
+  std::vector<size_t> packed_inputs = {};
 };
 
 class OpRegistry {
