@@ -81,3 +81,30 @@ def test_opt_out_takes_only_0_or_1():
             gpukit.llm.load(path, device="cpu", dtype="f32")
     finally:
         del os.environ["GPUKIT_LLM_DEQUANTIZE"]
+
+
+def _cuda():
+    try:
+        gpukit.Runtime().device("cuda")
+    except Exception as e:  # no CUDA device, or a build without CUDA
+        pytest.skip(f"no CUDA device: {e}")
+    return "cuda"
+
+
+@pytest.mark.parametrize("p", range(2))
+def test_packed_projections_on_cuda_match_the_cpu(models, golden, p):
+    """matmul_gemv's gemv_quant in a whole model (prefill with M > 8, decode graphs with
+    M = 1) against the cpu's packed path, both f32."""
+    device = _cuda()
+    cuda = gpukit.llm.load(_path(), device=device, dtype="f32")
+    cpu = models[0]
+    prompt = golden[f"p{p}.prompt"]
+    a = cuda.session(max_context=len(prompt) + NEW_TOKENS + 1).step(prompt, all_logits=True)
+    b = cpu.session(max_context=len(prompt) + NEW_TOKENS + 1).step(prompt, all_logits=True)
+    err = float((np.abs(a - b) / np.abs(b).max(axis=1, keepdims=True)).max())
+    assert err <= TOLERANCE, f"prompt {p}: cuda logits differ by {err:.2e} of the row max"
+    tokens_cuda = cuda.session(max_context=len(prompt) + NEW_TOKENS + 1).generate(
+        prompt.tolist(), max_new_tokens=NEW_TOKENS)
+    tokens_cpu = cpu.session(max_context=len(prompt) + NEW_TOKENS + 1).generate(
+        prompt.tolist(), max_new_tokens=NEW_TOKENS)
+    assert list(tokens_cuda) == list(tokens_cpu)
