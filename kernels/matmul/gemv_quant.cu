@@ -236,18 +236,20 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_quant_kernel(QuantParams p) 
   uint4* slice = reinterpret_cast<uint4*>(smem + MR * kpad * sizeof(float)) + warp * L * 32;
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(slice);
 
-  stage_a<MR>(p, as, kpad);
-
   const int64_t blocks_per_row = p.k / F::kBlock;
   const int64_t row_bytes = blocks_per_row * F::kBytes;
   const int64_t chunks_per_row = (blocks_per_row + F::kChunkBlocks - 1) / F::kChunkBlocks;
   const int64_t row_step = int64_t(gridDim.x) * kWarps;
   int64_t row = int64_t(blockIdx.x) * kWarps + warp;
-  if (row >= p.n) return;  // no barrier follows
 
+  // The first chunk's loads go out before a is staged: they do not depend on it.
   int64_t chunk = 0;
   uint4 regs[L];
-  int delta = load_chunk<Q, L>(p.b, row_bytes, blocks_per_row, row, chunk, lane, regs);
+  int delta = 0;
+  if (row < p.n) delta = load_chunk<Q, L>(p.b, row_bytes, blocks_per_row, row, chunk, lane, regs);
+
+  stage_a<MR>(p, as, kpad);
+  if (row >= p.n) return;  // no barrier follows
   float acc[MR];
 #pragma unroll
   for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
