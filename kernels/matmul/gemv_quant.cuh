@@ -7,7 +7,8 @@
 //   host: for each pass over rows of a (MR = 1, 2, 4 or 8 rows, as many as shared memory
 //         holds for this K):
 //     grid: min(ceil(N / kWarps), SMs · kCtasPerSm) CTAs of kWarps warps
-//     CTA:  a[pass rows, :] → shared memory as f32, each 32-element group followed by its
+//     CTA:  (each warp's first weight chunk already requested, see below)
+//           a[pass rows, :] → shared memory as f32, each 32-element group followed by its
 //           sum (4 floats of padding: a lane's group starts 36 floats after its neighbour's,
 //           so float4 reads of 8 lanes hit 8 distinct bank quads)
 //     warp: for each weight row n it owns (n = warp's first row + k · gridDim · kWarps):
