@@ -52,7 +52,9 @@ constexpr int kLoadsPerLane = (Format<Q>::kChunkBlocks * Format<Q>::kBytes / 16 
 template <int32_t Q>
 constexpr size_t kWarpSliceBytes = size_t(kLoadsPerLane<Q>) * 32 * 16;
 
-__host__ __device__ __forceinline__ int64_t padded_k(int64_t k) { return k / kGroup * kGroupStride; }
+__host__ __device__ __forceinline__ int64_t padded_k(int64_t k) {
+  return k / kGroup * kGroupStride;
+}
 
 struct QuantParams {
   const uint8_t* b;  // packed [N, K], 16-byte aligned
@@ -68,7 +70,9 @@ struct QuantParams {
   bool gelu_tanh;
 };
 
-__device__ __forceinline__ int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+__device__ __forceinline__ int64_t min64(int64_t x, int64_t y) {
+  return x < y ? x : y;
+}
 
 __device__ __forceinline__ float load_as_float(const void* p, int32_t dtype, int64_t i) {
   if (dtype == GK_DTYPE_F32) return static_cast<const float*>(p)[i];
@@ -195,8 +199,7 @@ __device__ __forceinline__ uint32_t scale_byte(const uint4& hdr, int i) {
 // bytes they share hold group 2·pair in their low nibbles and 2·pair + 1 in their high ones.
 template <int MR>
 __device__ __forceinline__ void decode_q4_k(const uint8_t* blk, int pair, const float* as,
-                                            int64_t kpad, int64_t first_group,
-                                            float (&acc)[MR]) {
+                                            int64_t kpad, int64_t first_group, float (&acc)[MR]) {
   const uint4 hdr = *reinterpret_cast<const uint4*>(blk);
   const float d = half_bits(hdr.x);
   const float dmin = half_bits(hdr.x >> 16);
@@ -268,8 +271,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_quant_kernel(QuantParams p) 
     }
     int next_delta = 0;
     if (next_row < p.n) {
-      next_delta = load_chunk<Q, L>(p.b, row_bytes, blocks_per_row, next_row, next_chunk, lane,
-                                    regs);
+      next_delta =
+          load_chunk<Q, L>(p.b, row_bytes, blocks_per_row, next_row, next_chunk, lane, regs);
     }
 
     const int64_t first_block = chunk * F::kChunkBlocks;
@@ -324,11 +327,16 @@ int max_rows(int64_t k) {
 
 int max_rows_of(int32_t dtype, int64_t k) {
   switch (dtype) {
-    case GK_DTYPE_Q8_0: return max_rows<GK_DTYPE_Q8_0>(k);
-    case GK_DTYPE_Q4_0: return max_rows<GK_DTYPE_Q4_0>(k);
-    case GK_DTYPE_Q4_1: return max_rows<GK_DTYPE_Q4_1>(k);
-    case GK_DTYPE_Q4_K: return max_rows<GK_DTYPE_Q4_K>(k);
-    default: return 0;
+    case GK_DTYPE_Q8_0:
+      return max_rows<GK_DTYPE_Q8_0>(k);
+    case GK_DTYPE_Q4_0:
+      return max_rows<GK_DTYPE_Q4_0>(k);
+    case GK_DTYPE_Q4_1:
+      return max_rows<GK_DTYPE_Q4_1>(k);
+    case GK_DTYPE_Q4_K:
+      return max_rows<GK_DTYPE_Q4_K>(k);
+    default:
+      return 0;
   }
 }
 
@@ -348,8 +356,8 @@ template <int32_t Q>
 cudaError_t run_typed(const MatmulProblem& p, int sm_count, cudaStream_t stream) {
   const int cap = max_rows<Q>(p.k);
   const int mr_cap = cap >= 8 ? 8 : cap >= 4 ? 4 : cap >= 2 ? 2 : 1;
-  const int64_t blocks = std::min<int64_t>((p.n + kWarps - 1) / kWarps,
-                                           int64_t(std::max(sm_count, 1)) * kCtasPerSm);
+  const int64_t blocks =
+      std::min<int64_t>((p.n + kWarps - 1) / kWarps, int64_t(std::max(sm_count, 1)) * kCtasPerSm);
   const unsigned grid = static_cast<unsigned>(blocks);
   const size_t a_size = dtype_bytes(p.in_dtype);
   for (int64_t m0 = 0; m0 < p.m;) {
@@ -375,10 +383,18 @@ cudaError_t run_typed(const MatmulProblem& p, int sm_count, cudaStream_t stream)
     qp.gelu_tanh = p.gelu_tanh;
     cudaError_t e = cudaSuccess;
     switch (mr) {
-      case 8: e = launch<Q, 8>(qp, grid, stream); break;
-      case 4: e = launch<Q, 4>(qp, grid, stream); break;
-      case 2: e = launch<Q, 2>(qp, grid, stream); break;
-      default: e = launch<Q, 1>(qp, grid, stream); break;
+      case 8:
+        e = launch<Q, 8>(qp, grid, stream);
+        break;
+      case 4:
+        e = launch<Q, 4>(qp, grid, stream);
+        break;
+      case 2:
+        e = launch<Q, 2>(qp, grid, stream);
+        break;
+      default:
+        e = launch<Q, 1>(qp, grid, stream);
+        break;
     }
     if (e != cudaSuccess) return e;
     m0 += qp.rows;
@@ -386,7 +402,9 @@ cudaError_t run_typed(const MatmulProblem& p, int sm_count, cudaStream_t stream)
   return cudaSuccess;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 }  // namespace
 
@@ -440,11 +458,16 @@ bool gemv_quant_can_implement(const MatmulProblem& p, std::string* why) {
 cudaError_t gemv_quant_run(const MatmulProblem& p, int sm_count, cudaStream_t stream) {
   if (p.n == 0 || p.m == 0) return cudaSuccess;
   switch (p.b_dtype) {
-    case GK_DTYPE_Q8_0: return run_typed<GK_DTYPE_Q8_0>(p, sm_count, stream);
-    case GK_DTYPE_Q4_0: return run_typed<GK_DTYPE_Q4_0>(p, sm_count, stream);
-    case GK_DTYPE_Q4_1: return run_typed<GK_DTYPE_Q4_1>(p, sm_count, stream);
-    case GK_DTYPE_Q4_K: return run_typed<GK_DTYPE_Q4_K>(p, sm_count, stream);
-    default: return cudaErrorInvalidValue;
+    case GK_DTYPE_Q8_0:
+      return run_typed<GK_DTYPE_Q8_0>(p, sm_count, stream);
+    case GK_DTYPE_Q4_0:
+      return run_typed<GK_DTYPE_Q4_0>(p, sm_count, stream);
+    case GK_DTYPE_Q4_1:
+      return run_typed<GK_DTYPE_Q4_1>(p, sm_count, stream);
+    case GK_DTYPE_Q4_K:
+      return run_typed<GK_DTYPE_Q4_K>(p, sm_count, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

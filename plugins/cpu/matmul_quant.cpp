@@ -79,8 +79,8 @@ gk_status check_matmul_packed(const gk_kernel_args& args, std::string& message) 
   if ((s = flag_attr(args, "transpose_a", ta, message))) return s;
   if ((s = flag_attr(args, "transpose_b", tb, message))) return s;
   if (b.ndim != 2) {
-    return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': packed input 'b' is ",
-                shape_string(b), "; expected [N, K]");
+    return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': packed input 'b' is ", shape_string(b),
+                "; expected [N, K]");
   }
   if (!tb) {
     return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': packed input 'b' ", shape_string(b),
@@ -89,8 +89,8 @@ gk_status check_matmul_packed(const gk_kernel_args& args, std::string& message) 
   const uint32_t block = plugin::dtype_info(b.dtype)->block;
   if (b.shape[1] % block != 0) {
     return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': packed input 'b' ", shape_string(b),
-                ": K = ", b.shape[1], " is not a multiple of the ", dtype_name(b.dtype),
-                " block (", block, ")");
+                ": K = ", b.shape[1], " is not a multiple of the ", dtype_name(b.dtype), " block (",
+                block, ")");
   }
   if ((b.shape[0] > 1 && b.strides[0] != b.shape[1]) || (b.shape[1] > 1 && b.strides[1] != 1)) {
     return fail(message, GK_INVALID_ARGUMENT, "op 'matmul': packed input 'b' ", shape_string(b),
@@ -177,10 +177,10 @@ gk_status run_matmul_packed(const gk_kernel_args& args, std::string& message) {
         float* o = static_cast<float*>(out.data);
         for (int64_t j = 0; j < n; ++j) {
           dequantize_row(b.dtype, static_cast<const uint8_t*>(b.data), k, j, w.data());
-          const double bias =
-              has_bias ? double(load<T>(static_cast<const char*>(args.inputs[2].data) +
-                                        j * args.inputs[2].strides[0] * kSize))
-                       : 0.0;
+          const double bias = has_bias
+                                  ? double(load<T>(static_cast<const char*>(args.inputs[2].data) +
+                                                   j * args.inputs[2].strides[0] * kSize))
+                                  : 0.0;
           for (int64_t r = 0; r < batch * m; ++r) {
             const double* x = a64.data() + r * k;
             double acc = 0.0;
@@ -196,9 +196,7 @@ gk_status run_matmul_packed(const gk_kernel_args& args, std::string& message) {
         }
         return GK_OK;
       },
-      [&] {
-        return fail(message, GK_UNIMPLEMENTED, "op 'matmul': dtype ", dtype_name(a.dtype));
-      });
+      [&] { return fail(message, GK_UNIMPLEMENTED, "op 'matmul': dtype ", dtype_name(a.dtype)); });
 }
 
 }  // namespace gk::cpu

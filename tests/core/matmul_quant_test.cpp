@@ -28,10 +28,18 @@ std::vector<double> dequantized(int32_t dtype, const std::vector<uint8_t>& b, in
   for (int64_t i = 0; i < n * k / block; ++i) {
     const uint8_t* p = b.data() + i * block_bytes;
     switch (dtype) {
-      case GK_DTYPE_Q8_0: quant::dequantize_q8_0(p, row.data()); break;
-      case GK_DTYPE_Q4_0: quant::dequantize_q4_0(p, row.data()); break;
-      case GK_DTYPE_Q4_1: quant::dequantize_q4_1(p, row.data()); break;
-      default: quant::dequantize_q4_k(p, row.data()); break;
+      case GK_DTYPE_Q8_0:
+        quant::dequantize_q8_0(p, row.data());
+        break;
+      case GK_DTYPE_Q4_0:
+        quant::dequantize_q4_0(p, row.data());
+        break;
+      case GK_DTYPE_Q4_1:
+        quant::dequantize_q4_1(p, row.data());
+        break;
+      default:
+        quant::dequantize_q4_k(p, row.data());
+        break;
     }
     out.insert(out.end(), row.begin(), row.end());
   }
@@ -67,7 +75,8 @@ TEST_F(MatmulQuant, packed_weights_match_float64_reference) {
   for (int32_t dtype : kPacked) {
     const int64_t block = gk_dtype_block(dtype, nullptr);
     for (int64_t m : {1, 3, 17}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{5, block}, {33, 2 * block}, {64, 4 * block}}) {
+      for (auto [n, k] :
+           {std::pair<int64_t, int64_t>{5, block}, {33, 2 * block}, {64, 4 * block}}) {
         for (bool bias : {false, true}) {
           for (int32_t a_dtype : {GK_DTYPE_F32, GK_DTYPE_BF16, GK_DTYPE_F16}) {
             SCOPED_TRACE(std::string(gk_dtype_name(dtype)) + " M=" + std::to_string(m) +
@@ -123,15 +132,16 @@ TEST_F(MatmulQuant, packed_weight_takes_alpha_beta_and_activation) {
   relu.type = GK_ATTR_STRING;
   relu.value.s = "relu";
   ASSERT_EQ(op_call(rt_.get(), "matmul", {ta.get(), tb.get()}, {out.get()},
-                    {int_attr("transpose_b", 1), float_attr("alpha", 0.5),
-                     float_attr("beta", 2.0), relu}),
+                    {int_attr("transpose_b", 1), float_attr("alpha", 0.5), float_attr("beta", 2.0),
+                     relu}),
             GK_OK)
       << gk_last_error();
   const std::vector<float> got = read_f32(out.get(), size_t(m * n));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
-      for (int64_t kk = 0; kk < k; ++kk) acc += double(a[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
+      for (int64_t kk = 0; kk < k; ++kk)
+        acc += double(a[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
       const double ref = std::max(0.0, 0.5 * acc + 2.0 * old[size_t(i * n + j)]);
       EXPECT_NEAR(got[size_t(i * n + j)], ref, 1e-5);
     }
@@ -193,8 +203,8 @@ TEST_F(MatmulQuant, refuses_bias_in_another_dtype_than_a) {
   TensorPtr b = packed(GK_DTYPE_Q4_0, 4, 64, random_blocks(GK_DTYPE_Q4_0, 4 * 64, rng));
   TensorPtr bias = floats(exact_values(4, rng), {4}, GK_DTYPE_F32);
   TensorPtr out = make_tensor(rt_.get(), GK_DTYPE_F32, {1, 4});
-  auto [s, msg] = refused(op_call(rt_.get(), "matmul", {a.get(), b.get(), bias.get()},
-                                  {out.get()}, {int_attr("transpose_b", 1)}));
+  auto [s, msg] = refused(op_call(rt_.get(), "matmul", {a.get(), b.get(), bias.get()}, {out.get()},
+                                  {int_attr("transpose_b", 1)}));
   EXPECT_EQ(s, GK_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("bias"), std::string::npos) << msg;
 }
@@ -226,8 +236,7 @@ TEST_F(MatmulQuant, packed_weights_cannot_be_strided_or_cut_inside_a_block) {
   d.strides[0] = 128;
   d.strides[1] = 1;
   EXPECT_EQ(gk_tensor_create(rt_.get(), 0, &d, nullptr, &t), GK_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(gk_last_error()).find("contiguous"), std::string::npos)
-      << gk_last_error();
+  EXPECT_NE(std::string(gk_last_error()).find("contiguous"), std::string::npos) << gk_last_error();
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ struct QuantCase {
 
 std::string name_of(const QuantCase& c) {
   return std::string(gk_dtype_name(c.dtype)) + " M=" + std::to_string(c.m) +
-         " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + " a=" +
-         gk_dtype_name(c.a_dtype) + (c.bias ? " bias" : "");
+         " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
+         " a=" + gk_dtype_name(c.a_dtype) + (c.bias ? " bias" : "");
 }
 
 std::vector<QuantCase> quant_cases() {
@@ -37,8 +37,8 @@ std::vector<QuantCase> quant_cases() {
     // Shapes of real projections (SmolLM2 576, Llama 3.2 1B 2048 / 8192) and odd ones: one
     // block, a row ending inside a chunk, a K past 48 KB of shared memory per row of a.
     const std::vector<std::pair<int64_t, int64_t>> shapes = {
-        {5, block},         {33, 7 * block}, {576, block == 32 ? 576 : 512},
-        {2048, 2048},       {512, 8192},     {64, 14336}};
+        {5, block},   {33, 7 * block}, {576, block == 32 ? 576 : 512},
+        {2048, 2048}, {512, 8192},     {64, 14336}};
     for (auto [n, k] : shapes) {
       for (int64_t m : {1, 3, 8, 17}) {
         out.push_back({dtype, m, n, k, GK_DTYPE_BF16, m == 3});
@@ -114,10 +114,18 @@ TEST_F(GpuMatmulQuant, packed_weights_match_the_cpu_reference) {
       const uint8_t* p = bytes.data() + i * block_bytes;
       float* y = w.data() + i * block;
       switch (c.dtype) {
-        case GK_DTYPE_Q8_0: quant::dequantize_q8_0(p, y); break;
-        case GK_DTYPE_Q4_0: quant::dequantize_q4_0(p, y); break;
-        case GK_DTYPE_Q4_1: quant::dequantize_q4_1(p, y); break;
-        default: quant::dequantize_q4_k(p, y); break;
+        case GK_DTYPE_Q8_0:
+          quant::dequantize_q8_0(p, y);
+          break;
+        case GK_DTYPE_Q4_0:
+          quant::dequantize_q4_0(p, y);
+          break;
+        case GK_DTYPE_Q4_1:
+          quant::dequantize_q4_1(p, y);
+          break;
+        default:
+          quant::dequantize_q4_k(p, y);
+          break;
       }
     }
     int bad = 0;
@@ -129,8 +137,8 @@ TEST_F(GpuMatmulQuant, packed_weights_match_the_cpu_reference) {
         }
         const float r = ref[size_t(i * c.n + j)], g = got[size_t(i * c.n + j)];
         if (!(std::fabs(double(g) - r) <= 1e-5 * scale + 1e-30)) {
-          ADD_FAILURE() << "out[" << i << ", " << j << "] = " << g << ", cpu " << r
-                        << " (scale " << scale << ")";
+          ADD_FAILURE() << "out[" << i << ", " << j << "] = " << g << ", cpu " << r << " (scale "
+                        << scale << ")";
           ++bad;
         }
       }
@@ -158,11 +166,9 @@ TEST_F(GpuMatmulQuant, epilogue_alpha_beta_and_activation_match_the_cpu_referenc
   silu.value.s = "silu";
   const std::vector<gk_attr> attrs = {int_attr("transpose_b", 1), float_attr("alpha", 0.25),
                                       float_attr("beta", -1.5), silu};
-  ASSERT_EQ(op_call(rt_.get(), "matmul", {a_cpu.get(), b_cpu.get()}, {out_cpu.get()}, attrs),
-            GK_OK)
+  ASSERT_EQ(op_call(rt_.get(), "matmul", {a_cpu.get(), b_cpu.get()}, {out_cpu.get()}, attrs), GK_OK)
       << gk_last_error();
-  ASSERT_EQ(op_call(rt_.get(), "matmul", {a_gpu.get(), b_gpu.get()}, {out_gpu.get()}, attrs),
-            GK_OK)
+  ASSERT_EQ(op_call(rt_.get(), "matmul", {a_gpu.get(), b_gpu.get()}, {out_gpu.get()}, attrs), GK_OK)
       << gk_last_error();
   const std::vector<float> ref = read_f32(out_cpu.get(), size_t(m * n));
   const std::vector<float> got = read_f32(out_gpu.get(), size_t(m * n));
