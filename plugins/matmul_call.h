@@ -46,6 +46,7 @@ inline bool parse_matmul_args(const gk_kernel_args& args, gk::matmul::MatmulProb
   p->b = b.data;
   p->c = c.data;
   p->in_dtype = a.dtype;
+  p->b_dtype = b.dtype;
   p->out_dtype = c.dtype;
   if (args.num_inputs > 2) {
     const gk_plugin_tensor& bias = args.inputs[2];

@@ -108,6 +108,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 bool gemv_can_implement(const MatmulProblem& p, std::string* why) {
+  if (p.b_dtype != p.in_dtype) {
+    *why = "gemv needs b in a's dtype (gemv_quant reads block-quantized b)";
+    return false;
+  }
   if (p.in_dtype != GK_DTYPE_BF16 && p.in_dtype != GK_DTYPE_F16) {
     *why = "gemv serves bf16 and f16 inputs only";
     return false;

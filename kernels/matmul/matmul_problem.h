@@ -44,6 +44,9 @@ struct MatmulProblem {
   bool has_bias = false;
   int32_t in_dtype = 0;   // a, b and bias (gk_dtype)
   int32_t out_dtype = 0;  // in_dtype, or f32 for f16/bf16 inputs
+  // b's dtype: in_dtype, or a block-quantized one (q8_0 ...: b is [N, K] packed along K,
+  // strides in elements, out f32; see gemv_quant.cuh). Kernels for plain b check it.
+  int32_t b_dtype = 0;
   double alpha = 1.0, beta = 0.0;
   Activation act = Activation::kNone;
   bool gelu_tanh = false;  // only when the caller passed approximate="tanh"

@@ -4,6 +4,7 @@ one process on the GPU machine (issue 30's table; docs/kernels/llm.md keeps the 
 
     python3 perf/llm/bench_decode.py [--models llama-3.2-1b,qwen2.5-0.5b] [--prompt 512]
                                      [--new 64] [--runs 3] [--batch 1] [--json OUT.json]
+                                     [--gguf q8_0,q4_k]
 
 Each model is built by transformers from its published configuration with random weights
 (speed does not depend on the values), saved as SafeTensors, and loaded by both sides in
@@ -18,6 +19,15 @@ bf16 on the GPU. Per model and side:
   roofline  the bytes a decode step must read (every weight once, tied embeddings once, and
             the KV cache at the mean context) per ms/token, as a fraction of this run's
             device-to-device copy bandwidth (read + write bytes / time of a 1 GiB copy).
+With --gguf q8_0,q4_k (block-quantized weights, no HF side): per model and type, a GGUF file
+of the model's shape with random weights (perf/llm/gguf_random.py: projections in the type,
+the tied embedding f16) is loaded in bf16 twice, projections kept packed (the default) and
+dequantized at load (GPUKIT_LLM_DEQUANTIZE=1); decode tokens/s of both, the roofline of the
+packed bytes a decode step reads (projections as stored, the tied head in bf16, the KV cache)
+against this run's copy bandwidth, and where the two paths' greedy tokens first differ (the
+dequantized path rounds every weight to bf16, the packed one reads the exact values: first-step
+logits differ by about 1e-3 (q4) to 1e-2 (q8_0) relative on these random models, and near-ties
+of random weights make early token differences expected).
 With --batch N > 1, N sequences of --prompt distinct random ids decode together (ours: one
 gk_batch, whose prompts are prefilled one by one and then step together; HF: generate over
 an [N, prompt] batch), and decode tokens/s counts the tokens of all N sequences.
@@ -233,6 +243,59 @@ def bench_batch(name: str, batch: int, prompt_len: int, new: int, runs: int) -> 
     return row
 
 
+def bench_gguf(name: str, quant: str, prompt_len: int, new: int, runs: int,
+               copy_gbs: float) -> dict:
+    """Decode of a random-weight GGUF of the model's shape, packed against dequantized."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gguf_random
+    spec = SHAPES[name]
+    row = {"model": name, "quant": quant, "prompt": prompt_len, "new": new}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, f"{name}.{quant}.gguf")
+        weights_read = gguf_random.write_model(path, spec, quant)
+        head_dim = spec.get("head_dim") or spec["hidden_size"] // spec["num_attention_heads"]
+        kv = (2 * spec["num_hidden_layers"] * spec["num_key_value_heads"] * head_dim *
+              (prompt_len + new // 2) * 2)
+        prompt = np.random.default_rng(30).integers(0, spec["vocab_size"], prompt_len).tolist()
+        results = {}
+        for side, env in (("packed", None), ("dequantized", "1")):
+            if env:
+                os.environ["GPUKIT_LLM_DEQUANTIZE"] = env
+            try:
+                model = gpukit.llm.load(path, device="cuda", dtype="bf16")
+            except gpukit.GpukitError as e:
+                row["error"] = f"{side}: {e}"
+                return row
+            finally:
+                os.environ.pop("GPUKIT_LLM_DEQUANTIZE", None)
+
+            def prefill():
+                model.session(max_context=prompt_len + new + 1).step(prompt)
+
+            def generate():
+                return model.session(max_context=prompt_len + new + 1).generate(
+                    prompt, max_new_tokens=new)
+
+            prefill_s = timed(prefill, runs)
+            total_s = timed(generate, runs)
+            tokens = generate()
+            logits = model.session(max_context=prompt_len + 1).step(prompt)
+            del model
+            decode_s = max(total_s - prefill_s, 1e-9) / new
+            results[side] = (tokens, logits)
+            row[side] = {"prefill_tok_s": prompt_len / prefill_s, "decode_tok_s": 1 / decode_s,
+                         "ms_per_token": decode_s * 1e3}
+        row["packed"]["bytes_per_token"] = weights_read + kv
+        row["packed"]["roofline"] = (weights_read + kv) / (row["packed"]["ms_per_token"] / 1e3) \
+            / 1e9 / copy_gbs
+        (ta, la), (tb, lb) = results["packed"], results["dequantized"]
+        row["logits_rel_err"] = float(np.linalg.norm(la - lb) / np.linalg.norm(lb))
+        row["greedy_first_difference"] = next(
+            (i for i, (a, b) in enumerate(zip(ta, tb)) if a != b), None)
+        row["decode_ratio"] = row["packed"]["decode_tok_s"] / row["dequantized"]["decode_tok_s"]
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="llama-3.2-1b,qwen2.5-0.5b")
@@ -241,6 +304,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--gguf", help="block-quantized types to bench from GGUF files "
+                    "(q8_0, q4_0, q4_1, q4_k; comma-separated), instead of bf16 against HF")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_decode: no CUDA device; this benchmark runs on the GPU machine")
@@ -249,7 +314,24 @@ def main() -> int:
     print(f"device {torch.cuda.get_device_name()}, copy {copy_gbs:.0f} GB/s, "
           f"transformers {transformers.__version__}, torch {torch.__version__}")
     rows = []
-    for name in args.models.split(","):
+    for name in args.models.split(",") if args.gguf else []:
+        for quant in args.gguf.split(","):
+            row = bench_gguf(name, quant, args.prompt, args.new, args.runs, copy_gbs)
+            rows.append(row)
+            if "error" in row:
+                print(f"{name} {quant}: gpukit could not load it: {row['error']}")
+                continue
+            p, d = row["packed"], row["dequantized"]
+            print(f"{name} {quant}: prompt {args.prompt}, {args.new} new tokens, bf16 activations")
+            print(f"  packed      decode {p['decode_tok_s']:8.1f} tok/s {p['ms_per_token']:7.2f} "
+                  f"ms/token, {p['bytes_per_token'] / 1e6:.0f} MB/token, roofline "
+                  f"{p['roofline']:.1%}; prefill {p['prefill_tok_s']:.0f} tok/s")
+            print(f"  dequantized decode {d['decode_tok_s']:8.1f} tok/s {d['ms_per_token']:7.2f} "
+                  f"ms/token; prefill {d['prefill_tok_s']:.0f} tok/s")
+            print(f"  packed/dequantized decode {row['decode_ratio']:.2f}x; first-step logits rel "
+                  f"err {row['logits_rel_err']:.2e}; greedy tokens first differ at "
+                  f"{row['greedy_first_difference']}")
+    for name in args.models.split(",") if not args.gguf else []:
         if args.batch > 1:
             row = bench_batch(name, args.batch, args.prompt, args.new, args.runs)
             rows.append(row)

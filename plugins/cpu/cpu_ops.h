@@ -31,6 +31,15 @@ std::span<const OpDef> reduction_ops();
 std::span<const OpDef> softmax_ops();
 std::span<const OpDef> norm_ops();
 std::span<const OpDef> matmul_ops();
+// matmul with a block-quantized 'b' (matmul_quant.cpp): matmul_ops() hands such calls here.
+gk_status check_matmul_packed(const gk_kernel_args& args, std::string& message);
+gk_status run_matmul_packed(const gk_kernel_args& args, std::string& message);
+// Whether input 'b' of a matmul call is block-quantized.
+inline bool matmul_b_packed(const gk_kernel_args& args) {
+  const gk::plugin::DtypeInfo* d =
+      args.num_inputs >= 2 ? gk::plugin::dtype_info(args.inputs[1].dtype) : nullptr;
+  return d && d->block > 1;
+}
 std::span<const OpDef> llm_ops();
 std::span<const OpDef> asr_ops();
 

@@ -316,6 +316,7 @@ class Matmul {
 };
 
 gk_status check_matmul(const gk_kernel_args& args, std::string& message) {
+  if (matmul_b_packed(args)) return check_matmul_packed(args, message);
   if (gk_status s = check_counts(args, 2, 3, 1, message)) return s;
   const gk_plugin_tensor& a = args.inputs[0];
   gk_status s = check_dtype(args, a, "input 'a'",
@@ -351,6 +352,7 @@ gk_status check_matmul(const gk_kernel_args& args, std::string& message) {
 }
 
 gk_status run_matmul(const gk_kernel_args& args, std::string& message) {
+  if (matmul_b_packed(args)) return run_matmul_packed(args, message);
   MatmulAttrs attrs;
   if (gk_status s = read_attrs(args, attrs, message)) return s;
   MatmulShape shape;

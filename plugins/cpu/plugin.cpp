@@ -46,9 +46,15 @@ gk_status check_tensor(const gk_kernel_args& args, const gk_plugin_tensor& t, co
                   " has negative dim ", d, " = ", t.shape[d]);
     }
   }
-  if (dtype_size(t.dtype) == 0) {
+  const gk::plugin::DtypeInfo* info = gk::plugin::dtype_info(t.dtype);
+  if (info == nullptr) {
     return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': ", kind, ' ', index,
                 " has unknown dtype ", t.dtype);
+  }
+  if (info->size == 0 && std::strcmp(args.op, "matmul") != 0) {
+    // Block-quantized: only matmul reads it (its b; matmul's own checks say which).
+    return fail(message, GK_UNIMPLEMENTED, "op '", args.op, "': ", kind, ' ', index,
+                " is block-quantized (", info->name, ")");
   }
   return GK_OK;
 }

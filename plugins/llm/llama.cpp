@@ -253,7 +253,16 @@ Tensor unpermute_rows(Model& m, Ops& ops, const Tensor& w, int64_t heads) {
   return dst.reshaped({heads * dh, in});
 }
 
+// A packed (block-quantized) q or k projection cannot be cast into HF's row order: the model
+// then keeps llama.cpp's order for q and k alike and rotates pairs with the interleaved rope,
+// which is the same rotation of the same pairs (q·k is unchanged by one order for both).
 void unpermute_qk(Model& m) {
+  for (const Layer& l : m.layers) {
+    if (is_packed(l.wq.dtype) || is_packed(l.wk.dtype)) {
+      m.config.rope_interleaved = true;
+      return;
+    }
+  }
   Ops ops(m.host, m.device, nullptr);
   for (Layer& l : m.layers) {
     l.wq = unpermute_rows(m, ops, l.wq, m.config.heads);
@@ -313,7 +322,8 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
     // Cast once for the projections that read it (each casts again only for another dtype).
-    Tensor h = ops.to(x.norm(ops, l.attn_norm, Tensor{}, c.eps, true), l.wq.dtype);
+    Tensor h = ops.to(x.norm(ops, l.attn_norm, Tensor{}, c.eps, true),
+                      linear_input_dtype(l.wq.dtype, m.dtype));
     Tensor q = ops.linear(h, l.wq, l.bq, false).reshaped({1, t, c.heads, c.head_dim});
     Tensor k = ops.linear(h, l.wk, l.bk, false).reshaped({1, t, c.kv_heads, c.head_dim});
     Tensor v = ops.linear(h, l.wv, l.bv, false).reshaped({1, t, c.kv_heads, c.head_dim});
@@ -326,7 +336,8 @@ void forward(Step& s, Ops& ops, const Tensor& tokens, const Tensor& positions,
     Tensor o = attend(s, ops, i, q, k, v);
     x.add(ops.linear(o, l.wo, l.bo, false));
 
-    h = ops.to(x.norm(ops, l.ffn_norm, Tensor{}, c.eps, true), l.w_gate.dtype);
+    h = ops.to(x.norm(ops, l.ffn_norm, Tensor{}, c.eps, true),
+               linear_input_dtype(l.w_gate.dtype, m.dtype));
     Tensor gate = ops.linear(h, l.w_gate, Tensor{}, false);
     Tensor up = ops.linear(h, l.w_up, Tensor{}, false);
     Tensor act = ops.scratch({t, c.ffn});

@@ -17,6 +17,11 @@ int64_t element_size(int32_t dtype) {
   return static_cast<int64_t>(size);
 }
 
+bool is_packed(int32_t dtype) {
+  const gk::plugin::DtypeInfo* d = gk::plugin::dtype_info(dtype);
+  return d && d->block > 1;
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int32_t d = 0; d < ndim; ++d) n *= shape[d];
@@ -153,7 +158,9 @@ Tensor Ops::scratch(std::initializer_list<int64_t> shape, int32_t dtype) {
 
 Tensor Ops::linear(const Tensor& x, const Tensor& w, const Tensor& b, bool w_in_out) {
   const int64_t out_features = w_in_out ? w.shape[1] : w.shape[0];
-  Tensor in = to(x, w.dtype);
+  // A packed weight takes the input as it comes (the caller cast it to the model's dtype),
+  // or in the bias's dtype, which matmul requires of a.
+  Tensor in = !is_packed(w.dtype) ? to(x, w.dtype) : b ? to(x, b.dtype) : x;
   Tensor y = scratch({x.shape[0], out_features});
   gk_attr transpose = attr_int("transpose_b", w_in_out ? 0 : 1);
   if (b) {
@@ -548,20 +555,22 @@ Tensor attend(Step& step, Ops& ops, size_t layer, const Tensor& q, const Tensor&
 }
 
 void rotate(Ops& ops, const Config& c, const Tensor& x, const Tensor& positions) {
+  const gk_attr style = attr_string("style", c.rope_interleaved ? "interleaved" : "half");
   if (c.rope_scaling == "none") {
-    ops.call("rope", {&x, &positions}, {&x}, {attr_float("theta", c.rope_theta)});
+    ops.call("rope", {&x, &positions}, {&x}, {attr_float("theta", c.rope_theta), style});
     return;
   }
   ops.call("rope", {&x, &positions}, {&x},
            {attr_float("theta", c.rope_theta), attr_string("scaling", c.rope_scaling.c_str()),
             attr_float("factor", c.rope_factor), attr_float("low_freq_factor", c.rope_low),
             attr_float("high_freq_factor", c.rope_high),
-            attr_float("original_max_position", c.rope_original_max)});
+            attr_float("original_max_position", c.rope_original_max), style});
 }
 
 void project_logits(Ops& ops, const Model& model, const Tensor& normed, const Tensor& logits) {
   const int64_t rows = logits.shape[0];
-  Tensor h = ops.to(normed.rows(normed.shape[0] - rows, rows), model.lm_head.dtype);
+  Tensor h = ops.to(normed.rows(normed.shape[0] - rows, rows),
+                    linear_input_dtype(model.lm_head.dtype, model.dtype));
   // The head is [vocab, hidden] (nn.Linear, or the tied embedding); f32 logits for every
   // dtype, which matmul accepts as the output of f16/bf16 inputs.
   ops.call("matmul", {&h, &model.lm_head}, {&logits}, {attr_int("transpose_b", 1)});

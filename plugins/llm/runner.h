@@ -126,6 +126,9 @@ struct Config {
   double eps = 1e-5;
   double rope_theta = 10000.0;
   std::string rope_scaling = "none";  // the rope op's `scaling`: none, llama3, linear
+  // The rope op's `style`: "half" (HF's), or "interleaved" for a GGUF Llama whose q/k rows
+  // stay in llama.cpp's order (packed projections are not reordered at load).
+  bool rope_interleaved = false;
   double rope_factor = 1.0, rope_low = 1.0, rope_high = 4.0, rope_original_max = 8192.0;
   // Read from GGUF metadata (llama.cpp's names, its `general.architecture`).
   bool gguf = false;
@@ -196,6 +199,16 @@ extern const Builder kWhisperBuilder;  // whisper.cpp
 // Bytes per element of the floating and index dtypes the runner uses (the plugin does not
 // link libgpukit, so not gk_dtype_size).
 int64_t element_size(int32_t dtype);
+
+// Whether `dtype` is block-quantized: a GGUF projection gk_model_load kept packed, which only
+// matmul reads (b of [N, K] with transpose_b, an f32/f16/bf16 input, out f32).
+bool is_packed(int32_t dtype);
+
+// The dtype a projection's input is cast to: the weight's, or the model's for a packed weight
+// (whose bias, if any, is in the model's dtype as well).
+inline int32_t linear_input_dtype(int32_t weight_dtype, int32_t model_dtype) {
+  return is_packed(weight_dtype) ? model_dtype : weight_dtype;
+}
 
 // Positions per block of the paged KV cache. 16 leaves a session at most 15 unused
 // positions in its last block, and a block of 16 rows x kv_heads x head_dim is a few KB of

@@ -20,6 +20,7 @@
 #include "capi/model_access.h"
 #include "capi/model_state.h"
 #include "capi/op_call.h"
+#include "common/environment.h"
 #include "memory/charge_scope.h"
 #include "plugin/plugin_registry.h"
 #include "runtime/objects.h"
@@ -35,6 +36,41 @@ std::string read_text(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// GPUKIT_LLM_DEQUANTIZE=1, read at each load unless the runtime ignores the environment:
+// every block-quantized weight is dequantized to the model's dtype (the path before packed
+// projections, kept to compare with and to fall back on).
+bool dequantize_at_load(const Runtime& rt) {
+  if (!rt.config().use_environment) return false;
+  const std::optional<std::string> v = env_value("GPUKIT_LLM_DEQUANTIZE");
+  if (!v || *v == "0") return false;
+  if (*v != "1") {
+    fail(GK_INVALID_ARGUMENT,
+         "gk_model_load: GPUKIT_LLM_DEQUANTIZE is '" + *v + "'; expected 0 or 1");
+  }
+  return true;
+}
+
+// Whether GGUF tensor `info` stays packed on `device` for a builder that reads packed
+// projections: a 2-D q8_0/q4_0/q4_1/q4_k tensor other than the token embedding (the embedding
+// op reads rows of a plain dtype), where a loaded plugin for the device lists its dtype for
+// matmul. Everything else is dequantized to the model's dtype.
+bool stays_packed(const Runtime& rt, const Device& device, const gk_weight_info& info) {
+  const int32_t d = info.dtype;
+  if (d != GK_DTYPE_Q8_0 && d != GK_DTYPE_Q4_0 && d != GK_DTYPE_Q4_1 && d != GK_DTYPE_Q4_K) {
+    return false;
+  }
+  if (info.ndim != 2 || std::strcmp(info.name, "token_embd.weight") == 0) return false;
+  for (const auto& r : rt.plugins().records()) {
+    if (!r->loaded || !r->api || !r->manifest_ok || r->manifest.device != device.kind) continue;
+    if (device.is_cuda() && !r->manifest.matches_sm(device.sm_version)) continue;
+    const ManifestOp* op = r->manifest.find_op("matmul");
+    if (op && std::find(op->dtypes.begin(), op->dtypes.end(), d) != op->dtypes.end()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -79,6 +115,7 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
                    "' is neither a folder with config.json and SafeTensors weights nor a "
                    ".gguf file");
     }
+    bool keep_packed = false;  // set for GGUF architectures whose builder reads packed weights
     auto m = std::make_shared<gk::ModelState>();
     m->runtime.impl = runtime->impl;
     m->device = device.id;
@@ -101,16 +138,26 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
     }
     if (gguf) {
       // llama.cpp's architecture names, as the HF classes the manifests list.
-      static const std::pair<const char*, const char*> kGgufArchitectures[] = {
-          {"llama", "LlamaForCausalLM"},
-          {"qwen2", "Qwen2ForCausalLM"},
-          {"qwen3", "Qwen3ForCausalLM"},
-          {"gpt2", "GPT2LMHeadModel"}};
+      // `packed`: the builder reads block-quantized projections as stored (matmul with a
+      // packed weight), so they need not be dequantized at load.
+      struct GgufArchitecture {
+        const char* gguf_name;
+        const char* hf_name;
+        bool packed;
+      };
+      static const GgufArchitecture kGgufArchitectures[] = {
+          {"llama", "LlamaForCausalLM", true},
+          {"qwen2", "Qwen2ForCausalLM", true},
+          {"qwen3", "Qwen3ForCausalLM", true},
+          {"gpt2", "GPT2LMHeadModel", false}};
       auto a = config.find("general.architecture");
       std::string name = (a != config.end() && a->is_string()) ? a->get<std::string>() : "";
       m->architecture = "gguf:" + name;
-      for (const auto& [gguf_name, hf_name] : kGgufArchitectures) {
-        if (name == gguf_name) m->architecture = hf_name;
+      for (const auto& arch : kGgufArchitectures) {
+        if (name == arch.gguf_name) {
+          m->architecture = arch.hf_name;
+          keep_packed = arch.packed && !gk::dequantize_at_load(rt);
+        }
       }
       // llama.cpp keeps Llama 3's rope scaling in the tensor rope_freqs.weight. A model
       // plugin reads its config on the host and cannot read device memory, so the values
@@ -167,12 +214,14 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
       info.struct_size = sizeof(info);
       gk::check(gk_weights_info(m->weights, i, &info), "gk_model_load");
       // Integer and boolean tensors (GPT-2's causal-mask buffers) are no weights; GGUF's
-      // block-quantized ones are dequantized to the model's dtype.
+      // block-quantized ones are dequantized to the model's dtype, unless they stay packed.
       const bool floating = info.dtype == GK_DTYPE_F32 || info.dtype == GK_DTYPE_F16 ||
                             info.dtype == GK_DTYPE_BF16 || info.dtype == GK_DTYPE_F64;
       if (!floating && gk_dtype_block(info.dtype, nullptr) <= 1) continue;
+      const int32_t dtype =
+          keep_packed && gk::stays_packed(rt, device, info) ? info.dtype : m->dtype;
       gk_tensor* t = nullptr;
-      gk::check(gk_weights_get(m->weights, info.name, m->device, m->dtype, nullptr, &t),
+      gk::check(gk_weights_get(m->weights, info.name, m->device, dtype, nullptr, &t),
                 "gk_model_load");
       m->tensors.emplace_back(t);
       m->table.push_back(gk_plugin_weight{info.name, gk::plugin_view(t)});

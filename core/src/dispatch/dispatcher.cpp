@@ -106,7 +106,20 @@ DispatchDecision decide(const PluginRegistry& plugins, const Device& device,
       c.reason = "not loaded: " + r->reason;
     } else {
       const ManifestOp* op = m.find_op(op_name);
-      if (std::find(op->dtypes.begin(), op->dtypes.end(), dtype) == op->dtypes.end()) {
+      // A block-quantized input (matmul's packed weight) goes only to plugins that list its
+      // dtype too: the others were written before packed tensors and would misread it.
+      int32_t packed = 0;
+      for (int32_t i = 1; i < args.num_inputs && !packed; ++i) {
+        const int32_t d = args.inputs[i].dtype;
+        if (dtype_is_packed(d) &&
+            std::find(op->dtypes.begin(), op->dtypes.end(), d) == op->dtypes.end()) {
+          packed = d;
+        }
+      }
+      if (packed) {
+        c.reason = std::string("manifest does not list ") + dtype_name(packed) + " for " +
+                   args.op + " (a block-quantized input)";
+      } else if (std::find(op->dtypes.begin(), op->dtypes.end(), dtype) == op->dtypes.end()) {
         std::string listed_dtypes;
         for (int32_t d : op->dtypes) listed_dtypes += (listed_dtypes.empty() ? "" : ", ") + std::string(dtype_name(d));
         c.reason = std::string("manifest lists ") + listed_dtypes + " for " + args.op + ", not " +

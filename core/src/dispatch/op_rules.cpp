@@ -247,15 +247,33 @@ OpSchema matmul() {
               {"precision", GK_ATTR_STRING, {}, "highest"}},
              nullptr,
              nullptr};
+  // b may be a block-quantized weight (docs/ops.md, "matmul with a packed weight"): [N, K]
+  // packed along K, read with transpose_b = 1, out f32.
+  s.packed_inputs = {1};
   s.infer = [](const OpCall& call) {
     call.require_dtype_in(0, kFloating);
-    call.require_same_dtype(1, 0);
     const gk_tensor_desc& a = call.input(0);
     const gk_tensor_desc& b = call.input(1);
+    const bool packed_b = dtype_is_packed(b.dtype);
+    if (!packed_b) call.require_same_dtype(1, 0);
     if (a.ndim < 2) call.fail_input(0, "has shape " + shape_text(a) + "; expected at least 2 dimensions");
     if (b.ndim < 2) call.fail_input(1, "has shape " + shape_text(b) + "; expected at least 2 dimensions");
     const bool ta = call.flag("transpose_a", false);
     const bool tb = call.flag("transpose_b", false);
+    if (packed_b) {
+      const std::string head = "is " + std::string(dtype_name(b.dtype)) + " " + shape_text(b) +
+                               ", a block-quantized weight; ";
+      if (b.ndim != 2) call.fail_input(1, head + "expected 2 dimensions [N, K] (no batch dims)");
+      if (!tb) {
+        call.fail_input(1, head + "a packed weight is [N, K], blocks along K: expected "
+                                  "transpose_b = 1");
+      }
+      const uint32_t block = dtype_block(b.dtype);
+      if (b.shape[1] % block != 0) {
+        call.fail_input(1, head + "K = " + std::to_string(b.shape[1]) +
+                               " is not a multiple of the block (" + std::to_string(block) + ")");
+      }
+    }
     int64_t m = ta ? a.shape[a.ndim - 1] : a.shape[a.ndim - 2];
     int64_t k = ta ? a.shape[a.ndim - 2] : a.shape[a.ndim - 1];
     int64_t kb = tb ? b.shape[b.ndim - 1] : b.shape[b.ndim - 2];
@@ -291,7 +309,8 @@ OpSchema matmul() {
     }
     call.require_string_in("activation", {"none", "relu", "gelu", "silu"});
     call.require_string_in("precision", {"highest", "tf32"});
-    return std::vector<gk_tensor_desc>{make_desc(a.dtype, out)};
+    // A packed weight's product is accumulated and written in f32.
+    return std::vector<gk_tensor_desc>{make_desc(packed_b ? GK_DTYPE_F32 : a.dtype, out)};
   };
   s.accepts_output_dtype = [](const OpCall&, size_t, int32_t dtype, int32_t inferred) {
     return dtype == inferred ||

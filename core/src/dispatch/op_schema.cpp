@@ -228,7 +228,12 @@ std::vector<gk_tensor_desc> OpRegistry::infer(const OpSchema& schema,
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!dtype_size(inputs[i].dtype)) {
-      if (dtype_is_packed(inputs[i].dtype)) {
+      const bool packed = dtype_is_packed(inputs[i].dtype);
+      if (packed && std::find(schema.packed_inputs.begin(), schema.packed_inputs.end(), i) !=
+                        schema.packed_inputs.end()) {
+        continue;
+      }
+      if (packed) {
         fail(GK_INVALID_ARGUMENT, schema.name + ": input '" + schema.input_names[i] + "' is " +
                                       dtype_name(inputs[i].dtype) + ", a block-quantized dtype " +
                                       schema.name + " does not read; dequantize it first " +

@@ -129,6 +129,9 @@ struct OpSchema {
   // The input that output 0 must be exactly, or -1: an op that changes part of a tensor and
   // leaves the rest as it is (kv_cache_write into a block pool) writes into it in place.
   int32_t updates_input = -1;
+  // Inputs that may have a block-quantized (packed) dtype; the op's rule checks which and
+  // how. Any other packed input is refused before the rule runs.
+  std::vector<size_t> packed_inputs = {};
 };
 
 class OpRegistry {

@@ -42,6 +42,7 @@ RuntimeConfig RuntimeConfig::from_options(const gk_runtime_options* o) {
     c.log_level = o->log_level;
   }
   bool use_env = !(flags & GK_RUNTIME_IGNORE_ENVIRONMENT);
+  c.use_environment = use_env;
   c.transfer = TransferTuning::from_environment(use_env);
   if (!(flags & GK_RUNTIME_NO_DEFAULT_PLUGINS)) {
     std::string folder = default_manifest_folder();
@@ -49,6 +50,7 @@ RuntimeConfig RuntimeConfig::from_options(const gk_runtime_options* o) {
   }
   if (use_env) {
     if (auto v = env_value("GPUKIT_DEVICE")) c.devices = *v;
+
     if (auto v = env_value("GPUKIT_PLUGIN_PATH")) {
       for (auto& f : split(*v, ':')) c.plugin_folders.push_back(f);
     }
