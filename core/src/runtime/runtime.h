@@ -26,7 +26,7 @@ struct RuntimeConfig {
   int32_t log_level = GK_LOG_WARNING;  // quiet by default: warnings and errors only
   TransferTuning transfer;  // GPUKIT_TRANSFER_* unless the environment is ignored
   // False with GK_RUNTIME_IGNORE_ENVIRONMENT: calls that read a variable when they run
-  // (gk_model_load's GPUKIT_LLM_DEQUANTIZE) do not either.
+  // (gk_model_load's GPUKIT_LLM_PACKED) do not either.
   bool use_environment = true;
   gk_log_fn log_fn = nullptr;
   void* log_user_data = nullptr;
