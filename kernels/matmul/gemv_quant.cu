@@ -96,21 +96,38 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // a's rows [0, MR) as f32 in shared memory, groups of 32 padded to 36 floats with the group's
-// sum at float 32; rows past p.rows are zeros. Each warp converts whole groups (K is a
-// multiple of 32), so its lanes sum one group by shuffles.
-template <int MR>
+// sum at float 32 when the format has a min term (kSums); rows past p.rows are zeros. The
+// loads go out back to back, with no shuffle between them, and one thread per group sums it
+// afterwards: staging costs a CTA about one memory latency, not one per 128 elements (a CTA
+// of a 1B model's projection serves only a few weight rows, so this is most of its time).
+template <int MR, bool kSums>
 __device__ __forceinline__ void stage_a(const QuantParams& p, float* as, int64_t kpad) {
-  const int lane = threadIdx.x & 31;
+#pragma unroll
   for (int m = 0; m < MR; ++m) {
-    for (int64_t kk = threadIdx.x; kk < p.k; kk += blockDim.x) {
-      const float v = m < p.rows ? load_as_float(p.a, p.a_dtype, m * p.a_sm + kk) : 0.0f;
-      float* group = as + m * kpad + (kk / kGroup) * kGroupStride;
-      group[kk % kGroup] = v;
-      const float s = warp_sum(v);
-      if (lane == 0) group[kGroup] = s;
+    float* row = as + m * kpad;
+    if (m < p.rows) {
+#pragma unroll 8
+      for (int64_t kk = threadIdx.x; kk < p.k; kk += blockDim.x) {
+        row[(kk / kGroup) * kGroupStride + kk % kGroup] =
+            load_as_float(p.a, p.a_dtype, m * p.a_sm + kk);
+      }
+    } else {
+      for (int64_t kk = threadIdx.x; kk < kpad; kk += blockDim.x) row[kk] = 0.0f;
     }
   }
   __syncthreads();
+  if constexpr (kSums) {
+    // Rows are kpad = (K / 32) * 36 floats apart, so group g of all rows is at g * 36.
+    const int64_t groups = int64_t(MR) * (p.k / kGroup);
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+      float* group = as + g * kGroupStride;
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) sum += group[i];
+      group[kGroup] = sum;
+    }
+    __syncthreads();
+  }
 }
 
 // Loads chunk `chunk` of weight row `row` (its 16-byte segments) into regs; returns the
@@ -251,7 +268,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_quant_kernel(QuantParams p) 
   int delta = 0;
   if (row < p.n) delta = load_chunk<Q, L>(p.b, row_bytes, blocks_per_row, row, chunk, lane, regs);
 
-  stage_a<MR>(p, as, kpad);
+  stage_a<MR, Q == GK_DTYPE_Q4_1 || Q == GK_DTYPE_Q4_K>(p, as, kpad);
   if (row >= p.n) return;  // no barrier follows
   float acc[MR];
 #pragma unroll
