@@ -40,7 +40,7 @@ std::string read_text(const std::filesystem::path& path) {
 
 // GPUKIT_LLM_PACKED=1, read at each load unless the runtime ignores the environment: GGUF
 // projections stay packed (stays_packed). Off by default: on an H200 the packed decode runs
-// at 0.75-0.82x of the dequantized bf16 one, and a prefill's rows go through the GEMV eight at
+// at 0.81-0.88x of the dequantized bf16 one, and a prefill's rows go through the GEMV eight at
 // a time (docs/llm.md, "Packed projections"); it saves the memory.
 bool packed_at_load(const Runtime& rt) {
   if (!rt.config().use_environment) return false;
