@@ -1,7 +1,7 @@
 // gguf_blocks.h — host decoders of GGUF's block-quantized formats, bit-exact with llama.cpp's
 // dequantize_row_* and gguf-py's quants.py. One implementation, shared by the core's weight
 // conversion (core/src/weights/convert.cpp) and the cpu plugin's matmul with a packed weight
-// (plugins/cpu/matmul_quant.cpp). Host-only, header-only, no dependency.
+// (plugins/cpu/matmul_quant.cpp). Host-only, header-only; it needs only the ABI's dtype enum.
 //
 // A file that includes it must be compiled with -ffp-contract=off: `d * q - m` has to stay a
 // multiply and a subtract, each rounded, never one fused multiply-add, to match llama.cpp.
@@ -25,6 +25,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "gpukit/gpukit_weights.h"  // GK_DTYPE_Q8_0 ... GK_DTYPE_Q6_K
 
 namespace gk::quant {
 
@@ -131,6 +133,37 @@ inline void dequantize_q6_k(const uint8_t* b, float* y) {
       out[l + 96] = d * float(scales[is + 6]) * float(q4);
     }
   }
+}
+
+// `blocks` consecutive blocks of `dtype` (a block-quantized gk_dtype) at `src` into
+// blocks x block-size floats at `y`; false when `dtype` is not one of them.
+inline bool dequantize_blocks(int32_t dtype, const uint8_t* src, int64_t blocks, float* y) {
+  void (*decode)(const uint8_t*, float*) = nullptr;
+  int64_t elements = 0, bytes = 0;
+  switch (dtype) {
+    case GK_DTYPE_Q8_0:
+      decode = dequantize_q8_0, elements = 32, bytes = 34;
+      break;
+    case GK_DTYPE_Q4_0:
+      decode = dequantize_q4_0, elements = 32, bytes = 18;
+      break;
+    case GK_DTYPE_Q4_1:
+      decode = dequantize_q4_1, elements = 32, bytes = 20;
+      break;
+    case GK_DTYPE_Q4_K:
+      decode = dequantize_q4_k, elements = 256, bytes = 144;
+      break;
+    case GK_DTYPE_Q5_K:
+      decode = dequantize_q5_k, elements = 256, bytes = 176;
+      break;
+    case GK_DTYPE_Q6_K:
+      decode = dequantize_q6_k, elements = 256, bytes = 210;
+      break;
+    default:
+      return false;
+  }
+  for (int64_t i = 0; i < blocks; ++i) decode(src + i * bytes, y + i * elements);
+  return true;
 }
 
 }  // namespace gk::quant

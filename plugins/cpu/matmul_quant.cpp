@@ -29,25 +29,8 @@ bool served_packed(int32_t dtype) {
 // Row `row` of a packed [N, K] weight as K floats.
 void dequantize_row(int32_t dtype, const uint8_t* b, int64_t k, int64_t row, float* y) {
   const plugin::DtypeInfo* info = plugin::dtype_info(dtype);
-  const uint32_t block = info->block, block_bytes = info->block_bytes;
-  const int64_t blocks = k / block;
-  const uint8_t* p = b + row * blocks * block_bytes;
-  for (int64_t i = 0; i < blocks; ++i, p += block_bytes, y += block) {
-    switch (dtype) {
-      case GK_DTYPE_Q8_0:
-        quant::dequantize_q8_0(p, y);
-        break;
-      case GK_DTYPE_Q4_0:
-        quant::dequantize_q4_0(p, y);
-        break;
-      case GK_DTYPE_Q4_1:
-        quant::dequantize_q4_1(p, y);
-        break;
-      default:
-        quant::dequantize_q4_k(p, y);
-        break;
-    }
-  }
+  const int64_t blocks = k / info->block;
+  quant::dequantize_blocks(dtype, b + row * blocks * info->block_bytes, blocks, y);
 }
 
 }  // namespace

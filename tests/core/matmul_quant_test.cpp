@@ -20,30 +20,9 @@ const int32_t kPacked[] = {GK_DTYPE_Q8_0, GK_DTYPE_Q4_0, GK_DTYPE_Q4_1, GK_DTYPE
 
 std::vector<double> dequantized(int32_t dtype, const std::vector<uint8_t>& b, int64_t n,
                                 int64_t k) {
-  uint32_t block_bytes = 0;
-  const uint32_t block = gk_dtype_block(dtype, &block_bytes);
-  std::vector<float> row(static_cast<size_t>(block));
-  std::vector<double> out;
-  out.reserve(static_cast<size_t>(n * k));
-  for (int64_t i = 0; i < n * k / block; ++i) {
-    const uint8_t* p = b.data() + i * block_bytes;
-    switch (dtype) {
-      case GK_DTYPE_Q8_0:
-        quant::dequantize_q8_0(p, row.data());
-        break;
-      case GK_DTYPE_Q4_0:
-        quant::dequantize_q4_0(p, row.data());
-        break;
-      case GK_DTYPE_Q4_1:
-        quant::dequantize_q4_1(p, row.data());
-        break;
-      default:
-        quant::dequantize_q4_k(p, row.data());
-        break;
-    }
-    out.insert(out.end(), row.begin(), row.end());
-  }
-  return out;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  quant::dequantize_blocks(dtype, b.data(), n * k / gk_dtype_block(dtype, nullptr), w.data());
+  return std::vector<double>(w.begin(), w.end());
 }
 
 class MatmulQuant : public ::testing::Test {

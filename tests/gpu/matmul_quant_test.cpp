@@ -81,8 +81,7 @@ TEST_F(GpuMatmulQuant, packed_weights_match_the_cpu_reference) {
   int passed = 0;
   for (const QuantCase& c : quant_cases()) {
     SCOPED_TRACE(name_of(c));
-    uint32_t block_bytes = 0;
-    const uint32_t block = gk_dtype_block(c.dtype, &block_bytes);
+    const uint32_t block = gk_dtype_block(c.dtype, nullptr);
     const std::vector<uint8_t> bytes = random_blocks(c.dtype, c.n * c.k, rng);
     const std::vector<float> a = exact_values(c.m * c.k, rng), bv = exact_values(c.n, rng);
     TensorPtr b_cpu = make_tensor(rt_.get(), c.dtype, {c.n, c.k});
@@ -110,24 +109,7 @@ TEST_F(GpuMatmulQuant, packed_weights_match_the_cpu_reference) {
     const std::vector<float> got = read_f32(out_gpu.get(), size_t(c.m * c.n));
     // Σ|a·w| per element, from the weights dequantized on the host.
     std::vector<float> w(size_t(c.n * c.k));
-    for (int64_t i = 0; i < c.n * c.k / block; ++i) {
-      const uint8_t* p = bytes.data() + i * block_bytes;
-      float* y = w.data() + i * block;
-      switch (c.dtype) {
-        case GK_DTYPE_Q8_0:
-          quant::dequantize_q8_0(p, y);
-          break;
-        case GK_DTYPE_Q4_0:
-          quant::dequantize_q4_0(p, y);
-          break;
-        case GK_DTYPE_Q4_1:
-          quant::dequantize_q4_1(p, y);
-          break;
-        default:
-          quant::dequantize_q4_k(p, y);
-          break;
-      }
-    }
+    quant::dequantize_blocks(c.dtype, bytes.data(), c.n * c.k / block, w.data());
     int bad = 0;
     for (int64_t i = 0; i < c.m && bad < 5; ++i) {
       for (int64_t j = 0; j < c.n && bad < 5; ++j) {

@@ -95,34 +95,8 @@ bool can_convert(int32_t from, int32_t to) {
 }
 
 void dequantize(int32_t dtype, const uint8_t* src, uint64_t blocks, float* dst) {
-  uint32_t block_bytes = 0;
-  const uint32_t block = dtype_block(dtype, &block_bytes);
-  for (uint64_t i = 0; i < blocks; ++i) {
-    const uint8_t* b = src + i * block_bytes;
-    float* y = dst + i * block;
-    switch (dtype) {
-      case GK_DTYPE_Q8_0:
-        quant::dequantize_q8_0(b, y);
-        break;
-      case GK_DTYPE_Q4_0:
-        quant::dequantize_q4_0(b, y);
-        break;
-      case GK_DTYPE_Q4_1:
-        quant::dequantize_q4_1(b, y);
-        break;
-      case GK_DTYPE_Q4_K:
-        quant::dequantize_q4_k(b, y);
-        break;
-      case GK_DTYPE_Q5_K:
-        quant::dequantize_q5_k(b, y);
-        break;
-      case GK_DTYPE_Q6_K:
-        quant::dequantize_q6_k(b, y);
-        break;
-      default:
-        fail(GK_INTERNAL,
-             std::string("dequantize: ") + dtype_name(dtype) + " is not block-quantized");
-    }
+  if (!quant::dequantize_blocks(dtype, src, int64_t(blocks), dst)) {
+    fail(GK_INTERNAL, std::string("dequantize: ") + dtype_name(dtype) + " is not block-quantized");
   }
 }
 
