@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "matmul_epilogue.cuh"
+#include "mma_sync.cuh"
 
 namespace gk::matmul {
 namespace {
@@ -103,7 +104,123 @@ cudaError_t launch_typed(const GemvParams& gp, int sm_count, cudaStream_t stream
   return cudaGetLastError();
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+// Skinny products (2 ≤ M ≤ kGemvMaxRows): tensor cores, each weight read once. A block owns
+// kSkinnyCols output columns (one mma n-tile) for every row of `a` (up to 4 m-tiles of 16),
+// and its warps split K. Per 32-element block of K, lane (g = lane / 4, j = lane % 4) loads
+// 16 bytes of weight row g at K offset 8 j, and the same 16 bytes of `a` rows g and g + 8:
+// read as two m16n8k16 steps over a permuted K (both operands permuted alike), they are
+// exactly the lane's A and B fragments, so nothing passes through shared memory.
+constexpr int kSkinnyWarps = 4;     // warps of a block, each a quarter of K
+constexpr int kSkinnyCols = 8;      // a block's output columns
+constexpr int kSkinnyInFlight = 4;  // 16-byte weight loads each lane issues before using them
+
+struct SkinnyParams {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k;
+  int64_t a_sm, b_sn, c_sm, c_sn;
+  EpilogueParams ep;
+};
+
+template <typename T, typename OutT, int kTiles>
+__global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(SkinnyParams p) {
+  __shared__ float partial[kSkinnyWarps - 1][kTiles][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, j = lane & 3;
+  const int64_t col = int64_t(blockIdx.x) * kSkinnyCols + g;  // the weight row this lane reads
+  const bool col_in = col < p.n;
+  const uint4* w =
+      reinterpret_cast<const uint4*>(static_cast<const T*>(p.b) + (col_in ? col : 0) * p.b_sn);
+  const uint4* rows[kTiles][2];
+  bool row_in[kTiles][2];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = t * 16 + h * 8 + g;
+      row_in[t][h] = r < p.m;
+      rows[t][h] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.a) +
+                                                  (row_in[t][h] ? r : 0) * p.a_sm);
+    }
+  }
+  const int64_t chunks = p.k / kChunk;  // 16-byte chunks of a row
+  const int64_t kblocks = (chunks + 3) / 4;
+  float acc[kTiles][4] = {};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int64_t first = warp; first < kblocks; first += kSkinnyWarps * kSkinnyInFlight) {
+    uint4 wv[kSkinnyInFlight];
+#pragma unroll
+    for (int i = 0; i < kSkinnyInFlight; ++i) {
+      const int64_t c = (first + int64_t(i) * kSkinnyWarps) * 4 + j;
+      wv[i] = col_in && c < chunks ? __ldcs(w + c) : zero;
+    }
+#pragma unroll
+    for (int i = 0; i < kSkinnyInFlight; ++i) {
+      const int64_t c = (first + int64_t(i) * kSkinnyWarps) * 4 + j;
+      if (first + int64_t(i) * kSkinnyWarps >= kblocks) break;
+      const uint32_t b0[2] = {wv[i].x, wv[i].y}, b1[2] = {wv[i].z, wv[i].w};
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const uint4 lo = row_in[t][0] && c < chunks ? __ldg(rows[t][0] + c) : zero;
+        const uint4 hi = row_in[t][1] && c < chunks ? __ldg(rows[t][1] + c) : zero;
+        const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
+        mma_sync<T>(acc[t], a0, b0);
+        mma_sync<T>(acc[t], a1, b1);
+      }
+    }
+  }
+  // Warps 1.. leave their K shares in shared memory; warp 0 adds them and writes.
+  if (warp > 0) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[warp - 1][t][e][lane] = acc[t][e];
+    }
+  }
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = acc[t][e];
+#pragma unroll
+      for (int x = 0; x < kSkinnyWarps - 1; ++x) v += partial[x][t][e][lane];
+      // Accumulator e holds row g (+ 8 for e >= 2), column 2 j + (e & 1) of the tile.
+      const int64_t r = t * 16 + g + (e >> 1) * 8;
+      const int64_t n = int64_t(blockIdx.x) * kSkinnyCols + 2 * j + (e & 1);
+      if (r < p.m && n < p.n) {
+        store_epilogue<T, OutT>(p.ep, static_cast<OutT*>(p.c), r * p.c_sm + n * p.c_sn, n, v);
+      }
+    }
+  }
+}
+
+template <typename T, typename OutT>
+cudaError_t launch_skinny(const SkinnyParams& sp, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((sp.n + kSkinnyCols - 1) / kSkinnyCols));
+  const dim3 block(kSkinnyWarps * 32);
+  switch ((sp.m + 15) / 16) {
+    case 1:
+      skinny_kernel<T, OutT, 1><<<grid, block, 0, stream>>>(sp);
+      break;
+    case 2:
+      skinny_kernel<T, OutT, 2><<<grid, block, 0, stream>>>(sp);
+      break;
+    case 3:
+      skinny_kernel<T, OutT, 3><<<grid, block, 0, stream>>>(sp);
+      break;
+    default:
+      skinny_kernel<T, OutT, 4><<<grid, block, 0, stream>>>(sp);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 }  // namespace
 
@@ -125,6 +242,13 @@ bool gemv_can_implement(const MatmulProblem& p, std::string* why) {
            " (gemv is for skinny products)";
     return false;
   }
+  if (p.m > 1 && !(p.has_bias && p.out_dtype == GK_DTYPE_F32)) {
+    // cuBLASLt's tile GEMMs serve the rest faster (docs/kernels/matmul.md, "gemv").
+    *why =
+        "from 2 rows gemv serves only a bias in the input dtype with f32 out, which "
+        "cuBLASLt declines";
+    return false;
+  }
   if (p.batch.ndim != 0) {
     *why = "gemv takes no batch dims";
     return false;
@@ -143,8 +267,18 @@ bool gemv_can_implement(const MatmulProblem& p, std::string* why) {
 
 cudaError_t gemv_run(const MatmulProblem& p, int sm_count, cudaStream_t stream) {
   if (p.n == 0) return cudaSuccess;
-  GemvParams gp{p.a, p.b, p.c, p.n, p.k, p.b_sn, p.c_sn, make_epilogue_params(p)};
   const bool f32_out = p.out_dtype == GK_DTYPE_F32;
+  if (p.m > 1) {
+    const SkinnyParams sp{
+        p.a, p.b, p.c, p.m, p.n, p.k, p.a_sm, p.b_sn, p.c_sm, p.c_sn, make_epilogue_params(p)};
+    if (p.in_dtype == GK_DTYPE_BF16) {
+      return f32_out ? launch_skinny<__nv_bfloat16, float>(sp, stream)
+                     : launch_skinny<__nv_bfloat16, __nv_bfloat16>(sp, stream);
+    }
+    return f32_out ? launch_skinny<__half, float>(sp, stream)
+                   : launch_skinny<__half, __half>(sp, stream);
+  }
+  GemvParams gp{p.a, p.b, p.c, p.n, p.k, p.b_sn, p.c_sn, make_epilogue_params(p)};
   if (p.in_dtype == GK_DTYPE_BF16) {
     return f32_out ? launch_typed<__nv_bfloat16, float>(gp, sm_count, stream)
                    : launch_typed<__nv_bfloat16, __nv_bfloat16>(gp, sm_count, stream);

@@ -1,4 +1,4 @@
-// gemv.cuh — skinny matmul for decode: one row of `a` times a weight matrix stored
+// gemv.cuh — skinny matmul for decode: up to 64 rows of `a` times a weight matrix stored
 // K-contiguous (nn.Linear's [N, K] with transpose_b, the layout of every llm projection).
 //
 // A decode step of one sequence reads each weight once and does one multiply-add per weight:
@@ -7,7 +7,10 @@
 // columns (weight rows): its lanes stream the row in 16-byte loads, eight in flight per lane,
 // multiply them with the row of `a` (small, served by L1/L2), reduce across the warp, and
 // lane 0 writes the output through the shared epilogue (alpha, beta, bias, activation).
-// f32 accumulation; bf16/f16 inputs; out in the input dtype or f32.
+// From two rows (a batch of sequences) the same stream feeds tensor cores instead: each
+// 16-byte weight load is an mma.sync B fragment for every 16 rows of `a`, so a decode batch
+// reads each weight once whatever its size. f32 accumulation; bf16/f16 inputs; out in the
+// input dtype or f32.
 #ifndef GPUKIT_KERNELS_MATMUL_GEMV_CUH_
 #define GPUKIT_KERNELS_MATMUL_GEMV_CUH_
 
@@ -19,11 +22,12 @@
 
 namespace gk::matmul {
 
-// The most rows of `a` the plugin takes. Each weight element costs M multiply-adds and M
-// conversions of `a` on the CUDA cores; on an H200 the kernel ran 2×8192×2048 bf16 at 0.74×
-// cuBLAS's speed and 4× at 0.53× (1× at 0.9×, and 1.85× on 2048×2048), so from two rows
-// on the tensor-core GEMMs serve.
-inline constexpr int64_t kGemvMaxRows = 1;
+// The most rows of `a` the plugin takes: one row runs on the CUDA cores (one multiply-add per
+// weight), 2..64 rows on tensor cores (mma.sync, up to four m-tiles of 16 per weight load).
+// From two rows it serves only products with a bias in the input dtype and f32 out: cuBLASLt
+// declines those, and the 128-row tile kernels below it ran them at 0.15-0.3x cuBLAS's
+// speed where this kernel runs 0.6-0.8x (1.9x on 16x384x384); cuBLASLt serves the rest.
+inline constexpr int64_t kGemvMaxRows = 64;
 
 // True when gemv_run can serve the problem; otherwise *why says what is refused.
 bool gemv_can_implement(const MatmulProblem& p, std::string* why);

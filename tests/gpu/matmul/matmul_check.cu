@@ -734,16 +734,20 @@ std::vector<Case> check_cases() {
     c.name = "tf32 batched [70000] (grid z slices)";
     cs.push_back(c);
   }
-  // Skinny products, the decode projections matmul_gemv serves (M ≤ 4, b as [N, K]
-  // transposed; 5 and 8 it declines): row counts up to 8, partial warps of columns, bias, f32 out, the
-  // epilogue's alpha / beta / activation, and a misaligned a it must decline.
+  // Skinny products, the decode projections matmul_gemv serves (M ≤ 64, b as [N, K]
+  // transposed; 65 it declines): one row (CUDA cores), 2..64 rows with bias and f32 out
+  // (tensor cores, one to four m-tiles, partial ones), partial column tiles (N = 7), K not a
+  // multiple of 32 (904), the epilogue's alpha / beta / activation, and a misaligned a it
+  // must decline.
   const std::pair<int64_t, int64_t> skinny_nk[] = {{1152, 896}, {7, 2048}, {4864, 904}};
   for (int dt : {GK_DTYPE_BF16, GK_DTYPE_F16})
-    for (int64_t m : {1, 2, 3, 5, 8})
+    for (int64_t m : {1, 2, 3, 5, 8, 16, 17, 33, 64, 65})
       for (const auto& nk : skinny_nk) {
         Case c;
         c.dtype = dt;
-        c.out_dtype = (m % 2) ? GK_DTYPE_F32 : dt;
+        // From 2 rows gemv serves a bias with f32 out only: M = 2 (no bias) and 8 (out in
+        // the input dtype) go to the other plugins.
+        c.out_dtype = m == 8 ? dt : GK_DTYPE_F32;
         c.m = m, c.n = nk.first, c.k = nk.second;
         c.tb = true;
         c.bias = m != 2;
@@ -831,7 +835,11 @@ void bench(std::vector<Plugin>& plugins, cublasHandle_t blas, const std::string&
       {1, 14336, 4096, GK_DTYPE_BF16, true},    {16, 14336, 4096, GK_DTYPE_BF16, true},
       {1, 2048, 2048, GK_DTYPE_BF16, true},     {1, 8192, 2048, GK_DTYPE_BF16, true},
       {1, 2048, 8192, GK_DTYPE_BF16, true},     {2, 8192, 2048, GK_DTYPE_BF16, true},
-      {4, 8192, 2048, GK_DTYPE_BF16, true},
+      {4, 8192, 2048, GK_DTYPE_BF16, true},     {8, 8192, 2048, GK_DTYPE_BF16, true},
+      {16, 8192, 2048, GK_DTYPE_BF16, true},    {32, 8192, 2048, GK_DTYPE_BF16, true},
+      {64, 8192, 2048, GK_DTYPE_BF16, true},    {32, 2048, 8192, GK_DTYPE_BF16, true},
+      {16, 384, 384, GK_DTYPE_F16, true},       {16, 51864, 384, GK_DTYPE_F16, true},
+      {16, 1280, 5120, GK_DTYPE_F16, true},
       {1, 128256, 2048, GK_DTYPE_BF16, true},
       {128, 14336, 4096, GK_DTYPE_BF16, true},  {128, 14336, 4096, GK_DTYPE_BF16, false},
       {4096, 4096, 4096, GK_DTYPE_F32, true},   {8192, 8192, 8192, GK_DTYPE_F32, true},
