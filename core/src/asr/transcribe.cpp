@@ -118,6 +118,12 @@ struct Part {
   WindowJob job;
 };
 
+// The model's vocabulary and tokenizer, read from its folder at its first transcription.
+struct Text {
+  Vocab vocab;
+  std::unique_ptr<gk_tokenizer, void (*)(gk_tokenizer*)> tokenizer{nullptr, gk_tokenizer_release};
+};
+
 class Transcriber {
  public:
   Transcriber(gk_model* model, const gk_transcribe_options& o) : model_(model), o_(o) {
@@ -145,9 +151,13 @@ class Transcriber {
                " frames, less than a 30 s window of " + std::to_string(kWindowFrames));
     }
     n_mels_ = enc.n_mels;
-    const std::filesystem::path folder(model_path(model));
-    v_ = read_vocab(folder, vocab_size_);
-    tokenizer_.reset(open_tokenizer(model_runtime(model), v_));
+    text_ = std::static_pointer_cast<const Text>(model_memo(model, "asr.text", [&] {
+      auto text = std::make_shared<Text>();
+      text->vocab = read_vocab(std::filesystem::path(model_path(model)), vocab_size_);
+      text->tokenizer.reset(open_tokenizer(model_runtime(model), text->vocab));
+      return std::shared_ptr<const void>(std::move(text));
+    }));
+    v_ = text_->vocab;
     rng_.seed(o.seed);
   }
 
@@ -244,12 +254,12 @@ class Transcriber {
     }
     if (text.empty()) return "";
     size_t length = 0;
-    gk_status s =
-        gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, nullptr, 0, &length);
+    gk_status s = gk_tokenizer_decode(text_->tokenizer.get(), text.data(), text.size(), 0, nullptr,
+                                      0, &length);
     if (s != GK_OK && s != GK_OUT_OF_RANGE) check(s, "gk_asr_transcribe");
     std::string out(length + 1, '\0');
-    check(gk_tokenizer_decode(tokenizer_.get(), text.data(), text.size(), 0, out.data(), out.size(),
-                              &length),
+    check(gk_tokenizer_decode(text_->tokenizer.get(), text.data(), text.size(), 0, out.data(),
+                              out.size(), &length),
           "gk_asr_transcribe");
     out.resize(length);
     return out;
@@ -429,8 +439,8 @@ class Transcriber {
   int64_t vocab_size_ = 0, n_ctx_ = 0;
   int32_t device_ = 0, n_mels_ = 0;
   bool on_cuda_ = false;
+  std::shared_ptr<const Text> text_;  // kept with the model: tokenizer.json is read once
   Vocab v_;
-  std::unique_ptr<gk_tokenizer, void (*)(gk_tokenizer*)> tokenizer_{nullptr, gk_tokenizer_release};
   std::mt19937_64 rng_;
 };
 

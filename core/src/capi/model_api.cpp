@@ -83,6 +83,15 @@ const std::string& model_path(const gk_model* model) {
   return model->state->path;
 }
 
+std::shared_ptr<const void> model_memo(gk_model* model, const std::string& key,
+                                       const std::function<std::shared_ptr<const void>()>& make) {
+  ModelState& m = *model->state;
+  std::lock_guard<std::mutex> lock(m.memo_mu);
+  std::shared_ptr<const void>& value = m.memo[key];
+  if (!value) value = make();
+  return value;
+}
+
 }  // namespace gk
 
 extern "C" {
@@ -145,11 +154,10 @@ GK_API gk_status gk_model_load(gk_runtime* runtime, const char* path,
         const char* hf_name;
         bool packed;
       };
-      static const GgufArchitecture kGgufArchitectures[] = {
-          {"llama", "LlamaForCausalLM", true},
-          {"qwen2", "Qwen2ForCausalLM", true},
-          {"qwen3", "Qwen3ForCausalLM", true},
-          {"gpt2", "GPT2LMHeadModel", false}};
+      static const GgufArchitecture kGgufArchitectures[] = {{"llama", "LlamaForCausalLM", true},
+                                                            {"qwen2", "Qwen2ForCausalLM", true},
+                                                            {"qwen3", "Qwen3ForCausalLM", true},
+                                                            {"gpt2", "GPT2LMHeadModel", false}};
       auto a = config.find("general.architecture");
       std::string name = (a != config.end() && a->is_string()) ? a->get<std::string>() : "";
       m->architecture = "gguf:" + name;
@@ -287,7 +295,8 @@ GK_API gk_status gk_session_copy(gk_session* dst, const gk_session* src) {
     gk::require_arg(src, fn, "src");
     if (dst == src) return;
     if (dst->model != src->model) {
-      gk::fail(GK_INVALID_ARGUMENT, std::string(fn) + ": dst and src are sessions of different models");
+      gk::fail(GK_INVALID_ARGUMENT,
+               std::string(fn) + ": dst and src are sessions of different models");
     }
     gk::ModelState& m = *src->model;
     if (m.api->struct_size < GK_MODEL_API_SIZE_1_4 || !m.api->session_copy) {

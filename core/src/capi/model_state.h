@@ -6,14 +6,16 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "gpukit/gpukit.h"
 #include "gpukit/gpukit_plugin.h"
-#include "common/error.h"
 #include "plugin/plugin_registry.h"
 #include "runtime/objects.h"
 
@@ -68,6 +70,9 @@ struct ModelState {
   int32_t device = 0;
   int32_t dtype = GK_DTYPE_F32;
   gk_plugin_model_info info{};
+  // Values derived once from the model and kept while it lives (model_memo).
+  std::mutex memo_mu;
+  std::map<std::string, std::shared_ptr<const void>> memo;
 
   ~ModelState() {
     if (handle) api->model_destroy(handle);
@@ -104,7 +109,6 @@ struct gk_session {
     if (handle) model->api->session_destroy(handle);
   }
 };
-
 
 namespace gk {
 
@@ -152,10 +156,9 @@ inline std::pair<gk_stream*, gk_event*> batch_stream(gk_session* const* sessions
 }
 void sample_op_rows(ModelState& m, gk_stream* stream, const gk_generate_options& o,
                     gk_tensor* logits, gk_tensor* ids, int64_t offset, const char* function);
-int32_t sample_op(ModelState& m, gk_stream* stream, const gk_generate_options& o,
-                  gk_tensor* logits, gk_tensor* ids, int64_t offset, const char* function);
+int32_t sample_op(ModelState& m, gk_stream* stream, const gk_generate_options& o, gk_tensor* logits,
+                  gk_tensor* ids, int64_t offset, const char* function);
 std::unique_ptr<gk_session> open_session(const std::shared_ptr<ModelState>& model,
-                                         const gk_session_options* options,
-                                         const char* function);
+                                         const gk_session_options* options, const char* function);
 
 }  // namespace gk
