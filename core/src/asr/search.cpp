@@ -26,11 +26,10 @@ constexpr int64_t kMaxInitialTimestamp = 50;  // 1.0 s, in timestamp steps
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
 
-// log(sum(exp(x))) over [from, to), with the position of the (first) largest element. A
-// decode step runs it over every row of logits (51,864 per row for Whisper), so it goes
-// kLanes elements at a time in GCC/Clang vector types (SSE/AVX registers wherever the
-// target has them) and takes exp without libm: 2^(x log2 e) as 2^i · e^y, i the nearest
-// integer to x log2 e and y = x - i ln 2 (|y| <= ln 2 / 2, ln 2 in two parts so that y is
+// log_sum (search.h) runs over every row of logits of a decode step (51,864 per row for
+// Whisper), so it goes kLanes elements at a time in GCC/Clang vector types (SSE/AVX registers
+// wherever the target has them) and takes exp without libm: 2^(x log2 e) as 2^i · e^y, i the
+// nearest integer to x log2 e and y = x - i ln 2 (|y| <= ln 2 / 2, ln 2 in two parts so that y is
 // exact to float rounding), e^y by its Taylor series to degree 6 (relative error below 2e-7).
 // Terms below e^-87 (float's normal range) count as e^-87: nothing beside the row's
 // maximum, which counts as 1.
@@ -59,10 +58,7 @@ typedef uint32_t Bits __attribute__((vector_size(kLanes * sizeof(uint32_t))));
   return p * (Floats)scale_bits;
 }
 
-struct LogSum {
-  double value = kNegInfD;
-  int64_t argmax = -1;
-};
+}  // namespace
 
 LogSum log_sum(const float* x, int64_t from, int64_t to) {
   LogSum out;
@@ -92,6 +88,8 @@ LogSum log_sum(const float* x, int64_t from, int64_t to) {
   out.value = double(m) + std::log(s);
   return out;
 }
+
+namespace {
 
 double log_add(double a, double b) {
   if (a < b) std::swap(a, b);

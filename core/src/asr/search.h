@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -58,6 +59,16 @@ struct Roster {
   void step(const std::vector<gk_session*>& live, const std::vector<int32_t>& live_tokens,
             int32_t filler, const std::function<bool(gk_session*)>& has_room);
 };
+
+// log(sum(exp(x))) over [from, to) (-inf when every element is -inf, or none), with the
+// position of the first largest element (-1 then). In float with an exp of relative error
+// below 3e-7, summed in double: what the search's log-probabilities need, at a few times
+// libm's speed.
+struct LogSum {
+  double value = -std::numeric_limits<double>::infinity();
+  int64_t argmax = -1;
+};
+LogSum log_sum(const float* x, int64_t from, int64_t to);
 
 // Decodes every job's window; on return each job's result is its best candidate (ranked by
 // log-probability over length, as Whisper's MaximumLikelihoodRanker).
